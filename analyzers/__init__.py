@@ -1,0 +1,1 @@
+"""One analyzer per module: pure functions from a recorded Run to findings."""

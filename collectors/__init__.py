@@ -1,0 +1,1 @@
+"""What runs inside the recorded program: bootstrap, compile/guard/cache, steps, profiler windows."""

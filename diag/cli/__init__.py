@@ -1,0 +1,63 @@
+"""The `diag` command: a thin dispatcher over one module per subcommand.
+
+Each subcommand is a class with `prepare_parser()` and `run()`; its name comes from the class and
+its help from the docstring (memray's shape). Subcommands arrive with the issues that build them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Protocol
+
+from diag import __version__
+from diag.errors import EXIT_USAGE, DiagError
+
+
+class Command(Protocol):
+    """One subcommand."""
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def run(self, args: argparse.Namespace) -> int: ...
+
+
+def _commands() -> dict[str, Command]:
+    return {}
+
+
+def build_parser(commands: dict[str, Command]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="diag",
+        description="Profiling and diagnostics for torch.compile'd diffusion-transformer inference.",
+        epilog="exit codes: 0 success, 1 a check failed, 2 usage error or unreadable input",
+    )
+    parser.add_argument("--version", action="version", version=f"diag {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, command in commands.items():
+        doc = (type(command).__doc__ or "").strip()
+        sub = subparsers.add_parser(name, help=doc.splitlines()[0] if doc else None, description=doc)
+        command.prepare_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    commands = _commands()
+    parser = build_parser(commands)
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        return commands[args.command].run(args)
+    except DiagError as exc:
+        print(f"diag: error: {exc.message}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("diag: interrupted", file=sys.stderr)
+        return 130
+
+
+def entry_point() -> None:
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The Textual UI of the findings."""
