@@ -1,1 +1,1 @@
-"""What runs inside the recorded program: bootstrap, compile/guard/cache, steps, profiler windows."""
+"""What runs inside the recorded program: bootstrap, compiles, steps, profiling."""

@@ -30,14 +30,16 @@ def _commands() -> dict[str, Command]:
 def build_parser(commands: dict[str, Command]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="diag",
-        description="Profiling and diagnostics for torch.compile'd diffusion-transformer inference.",
+        description="Diagnostics for torch.compile'd diffusion-transformer inference.",
         epilog="exit codes: 0 success, 1 a check failed, 2 usage error or unreadable input",
     )
     parser.add_argument("--version", action="version", version=f"diag {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, command in commands.items():
         doc = (type(command).__doc__ or "").strip()
-        sub = subparsers.add_parser(name, help=doc.splitlines()[0] if doc else None, description=doc)
+        sub = subparsers.add_parser(
+            name, help=doc.splitlines()[0] if doc else None, description=doc
+        )
         command.prepare_parser(sub)
     return parser
 
