@@ -1,0 +1,420 @@
+"""Parse Dynamo guard-failure texts ("recompile reasons") into a kind, a source and values.
+
+Standard library only: the compile collector runs this inside the recorded program, where importing
+anything heavy would change what is measured, and analyzers must load without torch.
+
+The texts come from torch/_dynamo/guards.py (`get_guard_fail_reason`) and the C++ guard manager.
+Their shape drifts between torch versions, so every rule here is a best effort and anything not
+recognised is kept as kind "unknown" with its raw text, never an exception.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Literal, TypeAlias
+
+GuardKind = Literal[
+    "tensor-size",
+    "tensor-stride",
+    "tensor-dtype",
+    "tensor-device",
+    "tensor-requires-grad",
+    "tensor-other",
+    "python-value",
+    "object-identity",
+    "type",
+    "container-length",
+    "container-keys",
+    "global-state",
+    "unknown",
+]
+
+
+@dataclass(frozen=True)
+class GuardFailure:
+    """One failed guard of one cache entry, as analyzers group and explain it."""
+
+    compile_id: str | None
+    kind: GuardKind
+    source: str | None
+    expected: str | None
+    actual: str | None
+    user_location: str | None
+    raw: str
+
+
+# "0/3: ", "!1/0/3: " (compiled autograd), "0/3_1: "; a "- " bullet when copied from TORCH_LOGS.
+_COMPILE_ID = re.compile(r"^\s*(?:-\s+)?(?:(?P<cid>!?\d+(?:/\d+)+(?:_\d+)?)|None):(?:\s+|$)")
+# Dynamo pads the guard to 60 columns and appends "  # <code line>  # <file>:<line> in <fn>".
+_COMMENT_START = re.compile(r"\s{2,}#(?:\s|$)")
+_COMMENT_START_LOOSE = re.compile(r"\s#\s")
+_LOCATION = re.compile(r"#\s+(?P<loc>[^\s#()]+:\d+) in [^\s()]+")
+_HINT = re.compile(r" \((?:HINT|user code shown|_dynamo/)")
+
+_TENSOR = re.compile(
+    r"^tensor '(?P<name>.+)' (?P<what>[A-Za-z_][A-Za-z_ ]*?) mismatch\b(?P<rest>.*)$"
+)
+_TENSOR_VALUES = re.compile(
+    r"[Ee]xpected (?:device index to be )?(?P<expected>.+?)(?:, actual (?P<actual>.+))?$"
+)
+_DISPATCH_FIRST_KEY = re.compile(r"DispatchKeySet\((?P<key>\w+)")
+_DISPATCH_PREFIX = re.compile(r"^(?:SparseCsr|Sparse|Quantized|NestedTensor|Nested|Autograd)")
+_TENSOR_TYPE = re.compile(
+    r"^expected type of '(?P<src>.+)' to be a tensor type, ?'? but found (?P<actual>.+)$"
+)
+_DUPLICATE = re.compile(r"^Duplicate tensors? found:?\s*(?P<what>.*)$")
+_BACKEND_MATCH = re.compile(
+    r"^BACKEND_MATCH failure\b.*?Cached backend: (?P<expected>.+?)\. New backend: (?P<actual>.+?)\."
+    r"(?: If |$)"
+)
+_INVALIDATED = re.compile(r"^Cache line invalidated because (?P<src>.+) got deallocated")
+
+_GLOBAL_CHANGED = re.compile(r"^GLOBAL_STATE changed:\s*(?P<what>.*)$")
+_GLOBAL_CHECK = re.compile(r"___check_global_state\(\)(?: against (?P<expected>.+))?")
+_GLOBAL_CALL = re.compile(
+    r"___check_torch_function_mode_stack\(\)|___is_grad_enabled\(\)"
+    r"|___are_deterministic_algorithms_enabled\(\)|___is_torch_function_enabled\(\)"
+)
+_CURRENT_DEVICE = re.compile(r"^(?P<src>utils_device\.CURRENT_DEVICE) == (?P<expected>.+)$")
+_GLOBAL_WORDS = re.compile(
+    r"GLOBAL_STATE|grad_mode|grad_enabled|autocast|torch function mode|torch_function_mode"
+    r"|deterministic_algorithms|CURRENT_DEVICE"
+)
+
+_OBJ_ID = re.compile(
+    r"^(?:not )?___check_obj_id\((?P<src>.+), (?P<id>-?\d+)\)(?:, type=(?P<type><.+>))?"
+)
+_TYPE_ID = re.compile(
+    r"^(?:not )?___check_type_id\((?P<src>.+), (?P<id>-?\d+)\)(?:, type=(?P<type><.+>))?"
+)
+_CURRENT_BACKEND = re.compile(r"^___check_current_backend\((?P<expected>.*)\)$")
+_ISINSTANCE = re.compile(r"^(?:not )?isinstance\((?P<src>.+), (?P<type>[^,()]+)\)$")
+_TYPE_IS = re.compile(r"^type\((?P<src>.+)\) is (?P<type>.+)$")
+
+_DICT_CONTAINS = re.compile(r"^(?P<neg>not )?___dict_contains\((?P<key>.+?), (?P<src>.+)\)$")
+_CONTAINS = re.compile(
+    r"^(?P<neg>not )?(?:set|frozenset|dict)\.__contains__\((?P<src>.+), (?P<key>.+?)\)$"
+)
+_HASATTR = re.compile(r"^(?P<neg>not )?hasattr\((?P<src>.+), (?P<key>'[^']*'|\"[^\"]*\")\)$")
+_DICT_KEYS = re.compile(r"^list\(dict\.keys\((?P<src>.+)\)\)(?:\[\d+\])? == (?P<expected>.+)$")
+_DICT_VERSION = re.compile(r"^___(?:dict_version|key_to_id)\((?P<src>.+?)\)(?: == (?P<exp>.+))?$")
+
+_LEN = re.compile(r"^len\((?P<src>.+)\) (?P<op>==|!=|>=|<=|>|<) (?P<n>-?\d+)$")
+_SYM_PROP = re.compile(r"\.(?P<prop>size|stride)\(\)|\.(?P<offset>storage_offset)\(\)")
+_IS_NONE = re.compile(r"^(?P<src>.+?) is (?P<neg>not )?None$")
+_EQ = re.compile(r"^(?P<src>.+?) (?P<op>==|!=) (?P<value>.+)$")
+_REL = re.compile(r"^(?P<left>.+?) (?:<=|>=|<|>) (?P<right>.+)$")
+_SOURCE_LIKE = re.compile(r"^[A-Za-z_(][^=<>!]*$")
+_NUMBER = re.compile(r"^-?\d+(?:\.\d*)?$")
+_IDENT_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.")
+
+
+def parse_recompile_reasons(payload: str) -> list[GuardFailure]:
+    """`recompile_reasons` artifacts say encoding json, but one reason arrives as raw text, several
+    as a JSON list of strings.
+
+    An empty payload gives no reasons; anything else gives at least one, and nothing raises.
+    """
+    if not isinstance(payload, str):
+        payload = str(payload)
+    stripped = payload.strip()
+    if not stripped:
+        return []
+    if stripped[0] in '["':
+        try:
+            decoded: object = json.loads(stripped)
+        except (ValueError, RecursionError):  # RecursionError: "[[[[..." nested too deep
+            decoded = None
+        if isinstance(decoded, list):
+            return [
+                parse_guard_failure(item if isinstance(item, str) else json.dumps(item))
+                for item in decoded
+            ]
+        if isinstance(decoded, str):
+            return [parse_guard_failure(decoded)]
+    return [parse_guard_failure(payload)]
+
+
+def parse_guard_failure(text: str) -> GuardFailure:
+    """Classify one reason; only its first line is the guard, later lines (the user stack) stay
+    in `raw` for display."""
+    try:
+        return _parse(text)
+    except Exception:  # a collector inside the user's program must never fail on odd text
+        return GuardFailure(None, "unknown", None, None, None, None, _as_text(text))
+
+
+def _as_text(text: object) -> str:
+    return text if isinstance(text, str) else str(text)
+
+
+def _parse(text: str) -> GuardFailure:
+    raw = _as_text(text)
+    line = raw.split("\n", 1)[0].strip()
+    compile_id: str | None = None
+    prefix = _COMPILE_ID.match(line)
+    if prefix is not None:
+        compile_id = prefix.group("cid")
+        line = line[prefix.end() :]
+    expr, comment = _split_comment(line)
+    kind, source, expected, actual = _classify(expr)
+    return GuardFailure(
+        compile_id=compile_id,
+        kind=kind,
+        source=source,
+        expected=expected,
+        actual=actual,
+        user_location=_user_location(comment),
+        raw=raw,
+    )
+
+
+def _split_comment(line: str) -> tuple[str, str | None]:
+    """Separate the guard expression from Dynamo's trailing `# code  # file:line in fn` note."""
+    match = _COMMENT_START.search(line)
+    if match is None:
+        # Texts whose padding was collapsed: split only where a location follows.
+        match = _COMMENT_START_LOOSE.search(line)
+        if match is None or _LOCATION.search(line, match.start()) is None:
+            return line, None
+    return line[: match.start()].rstrip(), line[match.end() :].strip()
+
+
+def _user_location(comment: str | None) -> str | None:
+    """The last `# file:line in fn` of the note: earlier `#`s belong to the user's code line, and
+    a parenthesised location after it is torch's own frame."""
+    if not comment:
+        return None
+    hint = _HINT.search(comment)
+    if hint is not None:
+        comment = comment[: hint.start()]
+    found: str | None = None
+    for match in _LOCATION.finditer("# " + comment):
+        found = match.group("loc")
+    return found
+
+
+_Classified: TypeAlias = "tuple[GuardKind, str | None, str | None, str | None]"
+
+
+def _classify(expr: str) -> _Classified:
+    """Rules in order of specificity: the C++ tensor messages and named checks first, so generic
+    `a == b` matching cannot claim them."""
+    if expr.startswith("tensor '"):
+        tensor = _tensor_mismatch(expr)
+        if tensor is not None:
+            return tensor
+    for rule in _RULES:
+        result = rule(expr)
+        if result is not None:
+            return result
+    return "unknown", None, None, None
+
+
+def _tensor_mismatch(expr: str) -> _Classified | None:
+    match = _TENSOR.match(expr)
+    if match is None:
+        return None
+    name, what, rest = match.group("name"), match.group("what").strip(), match.group("rest")
+    expected: str | None = None
+    actual: str | None = None
+    values = _TENSOR_VALUES.search(rest)
+    if values is not None:
+        expected = values.group("expected").strip()
+        actual_text = values.group("actual")
+        if actual_text is not None:
+            actual = actual_text.split("; ", 1)[0].strip()
+    kind: GuardKind
+    lowered = what.lower()
+    if lowered == "size":
+        kind = "tensor-size"
+    elif lowered == "stride":
+        kind = "tensor-stride"
+    elif lowered == "dtype":
+        kind = "tensor-dtype"
+    elif lowered == "requires_grad":
+        kind = "tensor-requires-grad"
+    elif "device" in lowered:
+        kind = "tensor-device"
+    elif lowered == "dispatch key set":
+        # Moving a tensor to another device changes its backend key: CPU -> CUDA shows up here,
+        # not as a device mismatch. Same backend (sparse, inference tensors) is something else.
+        exp_backend, act_backend = _dispatch_backend(expected), _dispatch_backend(actual)
+        moved = exp_backend is not None and act_backend is not None and exp_backend != act_backend
+        kind = "tensor-device" if moved else "tensor-other"
+    else:
+        # "rank mismatch" and future fields: a rank change is not fixed by dynamic shapes.
+        kind = "tensor-other"
+    return kind, name, expected, actual
+
+
+def _dispatch_backend(keyset: str | None) -> str | None:
+    if keyset is None:
+        return None
+    match = _DISPATCH_FIRST_KEY.search(keyset)
+    if match is None:
+        return None
+    return _DISPATCH_PREFIX.sub("", match.group("key"))
+
+
+def _rule_special(expr: str) -> _Classified | None:
+    """Whole-sentence messages that are not guard expressions."""
+    match = _TENSOR_TYPE.match(expr)
+    if match is not None:
+        return "type", match.group("src"), "tensor", match.group("actual").strip()
+    match = _DUPLICATE.match(expr)
+    if match is not None:
+        return "tensor-other", match.group("what") or None, None, None
+    if expr.startswith("BACKEND_MATCH"):
+        backend = _BACKEND_MATCH.match(expr)
+        if backend is None:
+            return "object-identity", "backend", None, None
+        return "object-identity", "backend", backend.group("expected"), backend.group("actual")
+    match = _CURRENT_BACKEND.match(expr)
+    if match is not None:
+        return "object-identity", "backend", match.group("expected") or None, None
+    match = _INVALIDATED.match(expr)
+    if match is not None:
+        return "object-identity", match.group("src"), None, "deallocated"
+    return None
+
+
+def _rule_global(expr: str) -> _Classified | None:
+    match = _GLOBAL_CHANGED.match(expr)
+    if match is not None:
+        return "global-state", match.group("what").strip() or None, None, None
+    match = _GLOBAL_CHECK.search(expr)
+    if match is not None:
+        return "global-state", "global_state", match.group("expected"), None
+    match = _GLOBAL_CALL.search(expr)
+    if match is not None:
+        name = match.group(0)[3:-2]
+        return "global-state", name.removeprefix("check_"), None, None
+    match = _CURRENT_DEVICE.match(expr)
+    if match is not None:
+        return "global-state", match.group("src"), match.group("expected"), None
+    return None
+
+
+def _rule_identity(expr: str) -> _Classified | None:
+    if expr.startswith(("___check_obj_id(", "not ___check_obj_id(")):
+        match = _OBJ_ID.match(expr)
+        if match is not None:
+            # The id is what is compared; it means nothing outside the process, but the type
+            # says less still (often <class 'code'>).
+            return "object-identity", match.group("src"), match.group("id"), None
+    if expr.startswith(("___check_type_id(", "not ___check_type_id(")):
+        match = _TYPE_ID.match(expr)
+        if match is not None:
+            return "type", match.group("src"), match.group("type") or match.group("id"), None
+    match = _ISINSTANCE.match(expr) or _TYPE_IS.match(expr)
+    if match is not None:
+        return "type", match.group("src"), match.group("type"), None
+    return None
+
+
+def _rule_container(expr: str) -> _Classified | None:
+    match = _DICT_CONTAINS.match(expr) or _CONTAINS.match(expr) or _HASATTR.match(expr)
+    if match is not None:
+        key = match.group("key")
+        return "container-keys", match.group("src"), f"not {key}" if match["neg"] else key, None
+    match = _DICT_KEYS.match(expr)
+    if match is not None:
+        return "container-keys", match.group("src"), match.group("expected"), None
+    match = _DICT_VERSION.match(expr)
+    if match is not None:
+        return "container-keys", match.group("src"), match.group("exp"), None
+    match = _LEN.match(expr)
+    if match is not None:
+        # torch's C++ dict guard says `len(x) != 3` meaning "the length is no longer 3": the
+        # number is the cached (expected) length in both spellings.
+        op, number = match.group("op"), match.group("n")
+        expected = number if op in ("==", "!=") else f"{op} {number}"
+        return "container-length", match.group("src"), expected, None
+    return None
+
+
+def _rule_symbolic(expr: str) -> _Classified | None:
+    """Symbolic shape guards (`2 <= x.size()[0]`, `a.stride()[0] == 192*a.size()[1]`): the first
+    size/stride/offset named decides the kind."""
+    match = _SYM_PROP.search(expr)
+    if match is None:
+        return None
+    kind: GuardKind
+    if match.group("offset"):
+        kind = "tensor-other"
+    elif match.group("prop") == "stride":
+        kind = "tensor-stride"
+    else:
+        kind = "tensor-size"
+    source = _source_before(expr, match.start()) or None
+    expected = expr
+    left, sep, right = expr.partition(" == ")
+    if sep:
+        expected = right if match.start() < len(left) else left
+    return kind, source, expected, None
+
+
+def _source_before(expr: str, end: int) -> str:
+    """Walk back over a source expression such as `rotary_emb[0]._base` that ends at `end`."""
+    i = end
+    while i > 0:
+        char = expr[i - 1]
+        if char in _IDENT_CHARS:
+            i -= 1
+        elif char == "]":
+            depth = 0
+            j = i - 1
+            while j >= 0:
+                if expr[j] == "]":
+                    depth += 1
+                elif expr[j] == "[":
+                    depth -= 1
+                    if depth == 0:
+                        break
+                j -= 1
+            if j < 0:
+                break
+            i = j
+        else:
+            break
+    return expr[i:end].lstrip(".")
+
+
+def _rule_value(expr: str) -> _Classified | None:
+    match = _IS_NONE.match(expr)
+    if match is not None and _SOURCE_LIKE.match(match.group("src")):
+        return "python-value", match.group("src"), "not None" if match["neg"] else "None", None
+    match = _EQ.match(expr)
+    if match is not None and _SOURCE_LIKE.match(match.group("src")):
+        value = match.group("value")
+        # `x != 3` keeps the number as expected, the same convention as `len(x) != 3`.
+        return "python-value", match.group("src"), value, None
+    match = _REL.match(expr)
+    if match is not None:
+        # Dynamic ints: `6 <= n`; the side that is not a number is the source.
+        left, right = match.group("left"), match.group("right")
+        for side, other in ((right, left), (left, right)):
+            if _NUMBER.match(other) and _SOURCE_LIKE.match(side) and not _NUMBER.match(side):
+                return "python-value", side, expr, None
+    return None
+
+
+def _rule_global_words(expr: str) -> _Classified | None:
+    """Last resort for global-state texts of other torch versions."""
+    if _GLOBAL_WORDS.search(expr):
+        return "global-state", None, None, None
+    return None
+
+
+_RULES = (
+    _rule_special,
+    _rule_global,
+    _rule_identity,
+    _rule_container,
+    _rule_symbolic,
+    _rule_value,
+    _rule_global_words,
+)
