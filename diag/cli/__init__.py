@@ -24,7 +24,10 @@ class Command(Protocol):
 
 
 def _commands() -> dict[str, Command]:
-    return {}
+    # Each command module imports only what its own run() needs, inside run().
+    from diag.cli.record import RecordCommand
+
+    return {"record": RecordCommand()}
 
 
 def build_parser(commands: dict[str, Command]) -> argparse.ArgumentParser:
@@ -34,7 +37,7 @@ def build_parser(commands: dict[str, Command]) -> argparse.ArgumentParser:
         epilog="exit codes: 0 success, 1 a check failed, 2 usage error or unreadable input",
     )
     parser.add_argument("--version", action="version", version=f"diag {__version__}")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers = parser.add_subparsers(dest="subcommand", metavar="COMMAND")
     for name, command in commands.items():
         doc = (type(command).__doc__ or "").strip()
         sub = subparsers.add_parser(
@@ -48,11 +51,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = _commands()
     parser = build_parser(commands)
     args = parser.parse_args(argv)
-    if args.command is None:
+    if args.subcommand is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     try:
-        return commands[args.command].run(args)
+        return commands[args.subcommand].run(args)
     except DiagError as exc:
         print(f"diag: error: {exc.message}", file=sys.stderr)
         return exc.exit_code

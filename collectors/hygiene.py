@@ -1,0 +1,41 @@
+"""Calls that undo warmup: `torch.cuda.empty_cache()` and `gc.collect()`, with where they ran.
+
+Both are wrapped in place (the originals still run); each call becomes an event carrying the
+phase, request and step, so analyzers can flag the ones made during live requests.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import time
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .session import Session
+
+
+def _wrap(session: Session, owner: Any, attr: str, event: str) -> None:
+    original = getattr(owner, attr)
+    if getattr(original, "__diag_wrapped__", False):
+        return
+
+    @functools.wraps(original)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        started = time.monotonic_ns()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            steps = session.steps
+            where = steps.position() if steps is not None else {}
+            session.emit(
+                event, t=started, duration_s=(time.monotonic_ns() - started) / 1e9, **where
+            )
+
+    wrapper.__diag_wrapped__ = True  # type: ignore[attr-defined]
+    setattr(owner, attr, wrapper)
+
+
+def install(session: Session) -> None:
+    _wrap(session, session.torch.cuda, "empty_cache", "empty_cache")
+    _wrap(session, gc, "collect", "gc_collect")

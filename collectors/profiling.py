@@ -1,0 +1,207 @@
+"""torch.profiler windows over chosen steps, and region markers around compiled callables.
+
+A window's profiler is started before the window's first step begins (at the request start, or
+at the end of the step before), so the profiler's own start-up lands in no measured step; its
+trace is exported after the last step ends. Steps inside a window are marked `profiled`.
+
+Dynamo drops `record_function` inside a compiled frame, so the marker is placed around the
+compiled callable, outside the frame: `diag.region:<function>#<n>` for the n-th call in the
+step. The eager baseline (`set_stance("force_eager")`) calls the same wrappers, so kernels of the
+same call line up in both runs. Markers cost a flag test per call outside windows.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import os
+import shutil
+import time
+from typing import TYPE_CHECKING, Any
+
+from diag.profilespec import ProfileSpec, parse_profile_spec
+from diag.traceformat import KINETO_DIR, safe_name
+
+if TYPE_CHECKING:
+    from .session import Session
+    from .steps import StepTracker
+
+
+class ProfilerWindows:
+    def __init__(self, session: Session, spec: ProfileSpec) -> None:
+        self.session = session
+        self.spec = spec
+        self.torch = session.torch
+        self.active = False
+        self._prof: Any = None
+        self._window: str | None = None
+        self._window_steps = 0
+        self._steps_left = 0
+        self._seen_shapes: set[tuple[int, ...]] = set()
+        self._steady_done = False
+        self._fallback_reported: set[tuple[str, str, int]] = set()
+        self.windows = 0
+
+    @classmethod
+    def install(cls, session: Session) -> ProfilerWindows:
+        windows = cls(session, parse_profile_spec(session.profile_spec))
+        if windows.spec.enabled:
+            windows._wrap_torch_compile()
+        return windows
+
+    # -- choosing windows -------------------------------------------------------------------------
+
+    def on_request_start(self, tracker: StepTracker) -> None:
+        if tracker.phase != "live" or self.active:
+            return
+        shape = tuple(tracker.request_shape or ())
+        if self.spec.all_live or tracker.request_id in self.spec.requests:
+            self._start(f"{tracker.request_id}-all", steps=10**9)
+        elif self.spec.new_shapes and shape not in self._seen_shapes:
+            self._seen_shapes.add(shape)
+            self._start(f"{tracker.request_id}-s0-new-shape", steps=1)
+
+    def before_step(self, tracker: StepTracker) -> bool:
+        return self.active
+
+    def after_step(self, tracker: StepTracker) -> None:
+        if self.active:
+            self._window_steps += 1
+            self._steps_left -= 1
+            if self._steps_left <= 0:
+                self._stop()
+        if self.active or tracker.phase != "live" or self._steady_done or not self.spec.steady:
+            return
+        # The steady window starts at the third step of a live request (step index 2).
+        if tracker.next_step == 2:
+            self._steady_done = True
+            self._start(f"{tracker.request_id}-s2-steady", steps=self.spec.steady)
+
+    # -- the profiler -----------------------------------------------------------------------------
+
+    def _start(self, window: str, steps: int) -> None:
+        torch = self.torch
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if torch.cuda.is_initialized():
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        self._prof = torch.profiler.profile(activities=activities)
+        # Kineto prints "USDT: ... profiler_start/stop" lines at its default log level; the
+        # program never asked for a profiler, so keep them quiet. Kineto reads the level when it
+        # first starts; the variable is put back at once, so the program never sees it.
+        quiet = "KINETO_LOG_LEVEL" not in os.environ
+        if quiet:
+            os.environ["KINETO_LOG_LEVEL"] = "6"
+        try:
+            self._prof.start()
+        finally:
+            if quiet:
+                os.environ.pop("KINETO_LOG_LEVEL", None)
+        self.active = True
+        self._window = safe_name(window)
+        self._window_steps = 0
+        self._steps_left = steps
+        self.windows += 1
+        self.session.emit("profile_window_start", window=self._window)
+
+    def _stop(self) -> None:
+        if not self.active or self._prof is None:
+            return
+        started = time.monotonic_ns()
+        self._prof.stop()
+        self.active = False
+        folder = self.session.proc_dir / KINETO_DIR
+        folder.mkdir(parents=True, exist_ok=True)
+        raw = folder / f"{self._window}.json"
+        self._prof.export_chrome_trace(str(raw))
+        with open(raw, "rb") as src, gzip.open(f"{raw}.gz", "wb", compresslevel=6) as dst:
+            shutil.copyfileobj(src, dst)
+        os.unlink(raw)
+        self._prof = None
+        self.session.emit(
+            "profile_window_end",
+            window=self._window,
+            file=f"{KINETO_DIR}/{self._window}.json.gz",
+            steps=self._window_steps,
+            export_s=(time.monotonic_ns() - started) / 1e9,
+        )
+
+    def close(self) -> None:
+        self._stop()
+
+    # -- region markers ---------------------------------------------------------------------------
+
+    def _wrap_torch_compile(self) -> None:
+        torch = self.torch
+        original = torch.compile
+        windows = self
+
+        @functools.wraps(original)
+        def compile(*args: Any, **kwargs: Any) -> Any:
+            result = original(*args, **kwargs)
+            target = args[0] if args else kwargs.get("model")
+            if target is None:  # used as @torch.compile(...): wrap what the decorator returns
+                return lambda fn: windows.mark(fn, result(fn))
+            return windows.mark(target, result)
+
+        compile.__wrapped__ = original  # type: ignore[attr-defined]
+        torch.compile = compile  # type: ignore[attr-defined]
+
+    def mark(self, target: Any, compiled: Any) -> Any:
+        """Wrap a compiled callable so that calls inside a window carry a region marker."""
+        torch = self.torch
+        name = getattr(target, "__qualname__", None) or type(target).__name__
+        code = getattr(target, "__code__", None)
+        if isinstance(compiled, torch.nn.Module):
+            return self._mark_module(name, compiled)
+        if not callable(compiled):
+            return compiled
+        key = (code.co_name, code.co_filename, code.co_firstlineno) if code is not None else None
+        windows = self
+        record_function = torch.profiler.record_function
+
+        @functools.wraps(compiled)
+        def region(*args: Any, **kwargs: Any) -> Any:
+            if key is not None:
+                windows._check_fallback(key)
+            if not windows.active:
+                return compiled(*args, **kwargs)
+            calls = windows.session.steps.region_calls
+            n = calls.get(name, 0)
+            calls[name] = n + 1
+            with record_function(f"diag.region:{name}#{n}"):
+                return compiled(*args, **kwargs)
+
+        return region
+
+    def _mark_module(self, name: str, module: Any) -> Any:
+        windows = self
+        stack: list[Any] = []
+
+        def pre(mod: Any, args: Any) -> None:
+            if windows.active:
+                calls = windows.session.steps.region_calls
+                n = calls.get(name, 0)
+                calls[name] = n + 1
+                marker = windows.torch.profiler.record_function(f"diag.region:{name}#{n}")
+                marker.__enter__()
+                stack.append(marker)
+
+        def post(mod: Any, args: Any, output: Any) -> None:
+            if stack:
+                stack.pop().__exit__(None, None, None)
+
+        module.register_forward_pre_hook(pre)
+        module.register_forward_hook(post)
+        return module
+
+    def _check_fallback(self, key: tuple[str, str, int]) -> None:
+        """After a recompile-limit hit, the first call of that frame runs eagerly: record it."""
+        compiles = self.session.compiles
+        if compiles is None or key not in compiles.limited or key in self._fallback_reported:
+            return
+        self._fallback_reported.add(key)
+        self.session.emit(
+            "eager_fallback",
+            frame={"name": key[0], "file": key[1], "line": key[2]},
+            **self.session.steps.position(),
+        )

@@ -1,0 +1,171 @@
+"""The recording session inside one process: started by the bootstrap right after `import torch`.
+
+It owns the process's event file and installs the collectors. Everything here runs inside the
+user's program, so each collector is installed defensively: a failure is written to the trace as
+a `collector_error` event and the program carries on untouched.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.metadata
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from diag import __version__
+from diag.events import EventWriter
+from diag.traceformat import (
+    ENV_PROFILE,
+    ENV_RUN_LABEL,
+    ENV_STANCE,
+    ENV_TRACE_DIR,
+    EVENTS_FILE,
+    RUN_COMPILED,
+    process_dir_name,
+    run_dir,
+)
+
+_SESSION: Session | None = None
+
+
+def current_session() -> Session | None:
+    return _SESSION
+
+
+def _rank() -> int | None:
+    for name in ("RANK", "LOCAL_RANK"):
+        value = os.environ.get(name)
+        if value is not None and value.isdigit():
+            return int(value)
+    return None
+
+
+def _package_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+class Session:
+    def __init__(self, trace_dir: Path, label: str) -> None:
+        import torch
+
+        self.torch = torch
+        self.pid = os.getpid()
+        self.rank = _rank()
+        self.label = label
+        self.proc_dir = run_dir(trace_dir, label) / process_dir_name(self.pid, self.rank)
+        self.writer = EventWriter(self.proc_dir / EVENTS_FILE)
+        self.profile_spec = os.environ.get(ENV_PROFILE, "default")
+        self.stance = os.environ.get(ENV_STANCE, "default")
+        self.ended = False
+        # Filled by the collectors as they install.
+        self.steps: Any = None
+        self.compiles: Any = None
+        self.cache: Any = None
+        self.profiler: Any = None
+        self.adapter: str | None = None
+
+    def emit(self, event: str, **fields: Any) -> None:
+        self.writer.emit(event, **fields)
+
+    def announce_adapter(self, name: str) -> None:
+        """Record which adapter drives the step boundaries (once per process)."""
+        if self.adapter is None:
+            self.adapter = name
+            self.emit("adapter", name=name)
+
+    def collector_error(self, where: str, exc: BaseException) -> None:
+        """A collector failed: record it and keep the program running."""
+        try:
+            self.emit(
+                "collector_error",
+                where=where,
+                error=f"{type(exc).__name__}: {exc}",
+                traceback=traceback.format_exc(limit=8),
+            )
+        except Exception:  # noqa: BLE001,S110 - never let diag break the program
+            pass
+
+    def guarded(self, where: str, fn: Any, *args: Any) -> Any:
+        try:
+            return fn(*args)
+        except Exception as exc:  # noqa: BLE001
+            self.collector_error(where, exc)
+            return None
+
+    def start(self) -> None:
+        torch = self.torch
+        self.emit(
+            "process_start",
+            pid=self.pid,
+            ppid=os.getppid(),
+            rank=self.rank,
+            world_size=int(os.environ["WORLD_SIZE"])
+            if os.environ.get("WORLD_SIZE", "").isdigit()
+            else None,
+            argv=sys.argv,
+            wall_ns=time.time_ns(),
+            label=self.label,
+            stance=self.stance,
+            versions={
+                "python": sys.version.split()[0],
+                "torch": torch.__version__,
+                "cuda": torch.version.cuda,
+                "triton": _package_version("triton"),
+                "diag": __version__,
+            },
+        )
+        if self.stance == "force_eager":
+            self.guarded("stance", torch.compiler.set_stance, "force_eager")
+        from . import cache, compiles, hygiene, profiling, steps
+        from .adapters import install_adapters
+
+        self.compiles = self.guarded("compiles", compiles.CompileCollector.install, self)
+        self.cache = self.guarded("cache", cache.CacheCollector, self)
+        self.profiler = self.guarded("profiling", profiling.ProfilerWindows.install, self)
+        self.steps = steps.StepTracker(self)
+        self.guarded("hygiene", hygiene.install, self)
+        self.guarded("adapters", install_adapters, self)
+        atexit.register(self.end)
+
+    def end(self) -> None:
+        """At exit: the final cache entries, the profiler flushed, the process's last event."""
+        if self.ended:
+            return
+        self.ended = True
+        if self.steps is not None:
+            self.guarded("steps.end", self.steps.close)
+        if self.profiler is not None:
+            self.guarded("profiling.end", self.profiler.close)
+        if self.cache is not None:
+            self.guarded("cache.end", self.cache.snapshot, "exit", True)
+        self.emit("process_end", gpu=self._gpu_name())
+        self.writer.close()
+
+    def _gpu_name(self) -> str | None:
+        # Never initialise CUDA ourselves: only name the GPU if the program used one.
+        torch = self.torch
+        try:
+            if torch.cuda.is_initialized():
+                return str(torch.cuda.get_device_name())
+        except Exception:  # noqa: BLE001
+            return None
+        return None
+
+
+def start_session() -> Session | None:
+    """Called once per process by the bootstrap, right after torch finished importing."""
+    global _SESSION
+    trace_dir = os.environ.get(ENV_TRACE_DIR)
+    if _SESSION is not None or not trace_dir:
+        return _SESSION
+    session = Session(Path(trace_dir), os.environ.get(ENV_RUN_LABEL, RUN_COMPILED))
+    _SESSION = session
+    session.start()
+    return session

@@ -1,0 +1,181 @@
+"""Phase, request and step boundaries, whoever reports them (an adapter, the generic hooks, or
+the public API in diag.api), and what is measured at each step end.
+
+Step times are host wall times on the shared monotonic clock. Where the program uses CUDA, each
+step also gets CUDA events at its edges, resolved later without a synchronize, so recording
+adds no sync to the program's step loop.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .session import Session
+
+PHASE_WARMUP = "warmup"
+PHASE_LIVE = "live"
+
+
+class StepTracker:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.torch = session.torch
+        self.phase = PHASE_LIVE
+        self.request_id: str | None = None
+        self.request_shape: list[int] | None = None
+        self.request_seq = 0
+        self.step_index: int | None = None
+        self.next_step = 0
+        self.step_start_t: int | None = None
+        self.steps_done = 0
+        self.region_calls: dict[str, int] = {}
+        self._gpu_start: Any = None
+        self._pending_gpu: deque[tuple[str | None, int, Any, Any]] = deque()
+
+    # -- position, attached to compile events ---------------------------------------------------
+
+    def position(self) -> dict[str, Any]:
+        return {
+            "phase": self.phase,
+            "request_id": self.request_id,
+            "step": self.step_index,
+        }
+
+    # -- boundaries -------------------------------------------------------------------------------
+
+    def set_phase(self, phase: str) -> None:
+        if phase != self.phase:
+            self.phase = phase
+            self.session.emit("phase", phase=phase)
+
+    def request_start(
+        self,
+        request_id: str | None = None,
+        shape: list[int] | None = None,
+        steps: int | None = None,
+    ) -> str:
+        if self.request_id is not None:
+            self.request_end()
+        self.request_seq += 1
+        self.request_id = (
+            request_id or f"{'w' if self.phase == PHASE_WARMUP else 'r'}{self.request_seq}"
+        )
+        self.request_shape = shape
+        self.next_step = 0
+        self.session.emit(
+            "request_start", request_id=self.request_id, phase=self.phase, shape=shape, steps=steps
+        )
+        profiler = self.session.profiler
+        if profiler is not None:
+            self.session.guarded("profiling.request", profiler.on_request_start, self)
+        return self.request_id
+
+    def request_end(self) -> None:
+        if self.step_index is not None:
+            self.step_end()
+        if self.request_id is None:
+            return
+        self.session.emit("request_end", request_id=self.request_id, phase=self.phase)
+        self.request_id = None
+        self.request_shape = None
+
+    def step_start(self, index: int | None = None, shape: list[int] | None = None) -> None:
+        if self.step_index is not None:
+            self.step_end()
+        if self.request_id is None:
+            self.request_start(shape=shape)
+        if shape is not None and self.request_shape is None:
+            self.request_shape = shape
+        self.step_index = self.next_step if index is None else index
+        self.next_step = self.step_index + 1
+        self.region_calls.clear()
+        profiler = self.session.profiler
+        profiled = bool(profiler is not None and profiler.before_step(self))
+        self.step_start_t = time.monotonic_ns()
+        self._gpu_start = self._cuda_event()
+        self.session.emit(
+            "step_start",
+            t=self.step_start_t,
+            request_id=self.request_id,
+            step=self.step_index,
+            phase=self.phase,
+            shape=self.request_shape,
+            profiled=profiled,
+        )
+
+    def step_end(self) -> None:
+        if self.step_index is None:
+            return
+        t = time.monotonic_ns()
+        gpu_end = self._cuda_event()
+        profiler = self.session.profiler
+        profiled = bool(profiler is not None and profiler.active)
+        fields: dict[str, Any] = {}
+        memory = self._memory()
+        if memory:
+            fields["memory"] = memory
+        self.session.emit(
+            "step_end",
+            t=t,
+            request_id=self.request_id,
+            step=self.step_index,
+            phase=self.phase,
+            wall_s=(t - (self.step_start_t or t)) / 1e9,
+            profiled=profiled,
+            **fields,
+        )
+        if self._gpu_start is not None and gpu_end is not None:
+            self._pending_gpu.append((self.request_id, self.step_index, self._gpu_start, gpu_end))
+        self._resolve_gpu(block=False)
+        step = self.step_index
+        self.step_index = None
+        self.steps_done += 1
+        cache = self.session.cache
+        if cache is not None:
+            self.session.guarded(
+                "cache.step",
+                lambda: cache.snapshot("step_end", False, request_id=self.request_id, step=step),
+            )
+        if profiler is not None:
+            self.session.guarded("profiling.after", profiler.after_step, self)
+
+    def close(self) -> None:
+        if self.request_id is not None:
+            self.request_end()
+        self._resolve_gpu(block=True)
+
+    # -- measurements -----------------------------------------------------------------------------
+
+    def _cuda_event(self) -> Any:
+        cuda = self.torch.cuda
+        if not cuda.is_initialized():
+            return None
+        event = cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def _resolve_gpu(self, block: bool) -> None:
+        """Emit GPU step times whose end events have completed (all of them when `block`)."""
+        while self._pending_gpu:
+            request_id, step, start, end = self._pending_gpu[0]
+            if block:
+                end.synchronize()
+            elif not end.query():
+                return
+            self._pending_gpu.popleft()
+            self.session.emit(
+                "step_gpu", request_id=request_id, step=step, gpu_s=start.elapsed_time(end) / 1e3
+            )
+
+    def _memory(self) -> dict[str, int] | None:
+        cuda = self.torch.cuda
+        if not cuda.is_initialized():
+            return None
+        return {
+            "allocated": int(cuda.memory_allocated()),
+            "reserved": int(cuda.memory_reserved()),
+            "max_allocated": int(cuda.max_memory_allocated()),
+        }

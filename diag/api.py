@@ -1,0 +1,73 @@
+"""Annotate your own loop for `diag record`: phases, requests and steps.
+
+    import diag.api as diag
+
+    with diag.phase("warmup"):
+        run_warmup()
+    for prompt in prompts:
+        with diag.request(shape=[81, 480, 832]):
+            for i in range(steps):
+                with diag.step():
+                    denoise(i)
+
+Outside `diag record` every call is a cheap no-op, and this module imports nothing heavy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+
+def _tracker() -> Any:
+    session_module = sys.modules.get("diag.collectors.session")
+    session = session_module.current_session() if session_module is not None else None
+    if session is None or session.steps is None:
+        return None
+    session.announce_adapter("diag.api")
+    return session.steps
+
+
+@contextlib.contextmanager
+def phase(name: str) -> Iterator[None]:
+    """Everything inside runs in phase `name` ("warmup" or "live"); live resumes after."""
+    tracker = _tracker()
+    if tracker is None:
+        yield
+        return
+    tracker.set_phase(name)
+    try:
+        yield
+    finally:
+        tracker.request_end()
+        tracker.set_phase("live")
+
+
+@contextlib.contextmanager
+def request(request_id: str | None = None, shape: Sequence[int] | None = None) -> Iterator[None]:
+    """One request (one pipeline call): its steps follow."""
+    tracker = _tracker()
+    if tracker is None:
+        yield
+        return
+    tracker.request_start(request_id, list(shape) if shape is not None else None)
+    try:
+        yield
+    finally:
+        tracker.request_end()
+
+
+@contextlib.contextmanager
+def step(index: int | None = None) -> Iterator[None]:
+    """One denoising step."""
+    tracker = _tracker()
+    if tracker is None:
+        yield
+        return
+    tracker.step_start(index)
+    try:
+        yield
+    finally:
+        tracker.step_end()

@@ -1,0 +1,120 @@
+"""Run a program with diag's collectors injected, into a trace directory.
+
+Everything after `--` is the command, verbatim. The command's exit code is passed through (a
+signal as 128+N); its output is left as it is; diag's own summary goes to stderr at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from diag.errors import DiagError
+
+
+class RecordCommand:
+    """Run a program with collectors injected: diag record [options] -- CMD ARGS..."""
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        parser.usage = "diag record [options] -- CMD [ARGS...]"
+        parser.add_argument(
+            "-o",
+            "--output",
+            type=Path,
+            help="trace directory (default: diag-<program>-<timestamp>)",
+        )
+        parser.add_argument(
+            "--force", action="store_true", help="replace an existing trace directory"
+        )
+        parser.add_argument(
+            "--baseline",
+            choices=["eager"],
+            help="run the command again with every torch.compile'd callable "
+            "forced eager, as a second run in the same directory",
+        )
+        parser.add_argument(
+            "--profile",
+            default="default",
+            metavar="SPEC",
+            help="which live steps torch.profiler traces: default "
+            "(new-shapes,steady:2), none, or a comma list of new-shapes, "
+            "steady:N, all, request:ID",
+        )
+        parser.add_argument(
+            "--torch-trace",
+            action="store_true",
+            help="also keep torch's raw structured trace (TORCH_TRACE; tlparse reads it)",
+        )
+        parser.add_argument(
+            "--step-fn", metavar="MOD:QUALNAME", help="each call of this function is one step"
+        )
+        parser.add_argument(
+            "--request-fn", metavar="MOD:QUALNAME", help="each call of this function is one request"
+        )
+        parser.add_argument(
+            "--warmup-fn",
+            metavar="MOD:QUALNAME",
+            help="calls of this function are the warmup phase",
+        )
+        parser.add_argument("command", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+
+    def run(self, args: argparse.Namespace) -> int:
+        from diag.launcher import RecordOptions, record
+        from diag.profilespec import ProfileSpecError, parse_profile_spec
+        from diag.summary import summarize
+
+        command = list(args.command)
+        if command and command[0] == "--":
+            command = command[1:]
+        if not command:
+            raise DiagError("no command to record: diag record [options] -- CMD [ARGS...]")
+        for option, value in (
+            ("--step-fn", args.step_fn),
+            ("--request-fn", args.request_fn),
+            ("--warmup-fn", args.warmup_fn),
+        ):
+            if value is not None and (":" not in value or not all(value.partition(":")[::2])):
+                raise DiagError(f"{option} {value!r}: expected MODULE:QUALNAME")
+        try:
+            parse_profile_spec(args.profile)
+        except ProfileSpecError as exc:
+            raise DiagError(str(exc)) from None
+        options = RecordOptions(
+            command=command,
+            output=args.output,
+            force=args.force,
+            baseline=args.baseline,
+            profile=args.profile,
+            torch_trace=args.torch_trace,
+            step_fn=args.step_fn,
+            request_fn=args.request_fn,
+            warmup_fn=args.warmup_fn,
+        )
+        trace_dir, outcomes = record(options)
+        err = sys.stderr
+        last = outcomes[-1]
+        first = outcomes[0]
+        ended = (
+            f"exit {first.exit_code}"
+            if first.signal_name is None
+            else f"killed by {first.signal_name}"
+        )
+        print(
+            f"\ndiag: recorded {' '.join(command)!r} -> {trace_dir}/ ({ended}, "
+            f"{sum(o.duration_s for o in outcomes):.1f} s)",
+            file=err,
+        )
+        if first.signal_name is not None:
+            print(
+                f"diag: the command was killed by signal {first.signal_name} "
+                f"(exit code {first.shell_code}); its trace is kept, marked killed",
+                file=err,
+            )
+        for summary in summarize(trace_dir):
+            for line in summary.lines():
+                print(f"  {line}", file=err)
+        if args.baseline and len(outcomes) == 1 and first.status != "complete":
+            print("  (no eager baseline: the command did not complete)", file=err)
+        print(f"next:\n  less {trace_dir}/manifest.json\n  ls {trace_dir}/runs/*/*/", file=err)
+        return first.shell_code if first.status != "complete" else last.shell_code

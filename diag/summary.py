@@ -1,0 +1,112 @@
+"""A quick count of what a recorded run holds, for the end of `diag record`.
+
+Reads the event files line by line with the standard library: no pandas, no torch. A truncated
+last line (a process killed mid-write) is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from diag.traceformat import BOOTSTRAP_ERRORS, EVENTS_FILE, RUNS_DIR
+
+
+def iter_events(path: Path) -> Iterator[dict[str, Any]]:
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            try:
+                event = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(event, dict):
+                yield event
+
+
+@dataclass
+class RunSummary:
+    label: str
+    processes: int = 0
+    adapters: set[str] = field(default_factory=set)
+    requests: dict[str, int] = field(default_factory=lambda: {"warmup": 0, "live": 0})
+    steps: dict[str, int] = field(default_factory=lambda: {"warmup": 0, "live": 0})
+    compiles: int = 0
+    live_compiles: int = 0
+    live_recompiles: int = 0
+    limit_hits: int = 0
+    graph_breaks: int = 0
+    profile_windows: int = 0
+    collector_errors: int = 0
+    bootstrap_errors: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        adapter = ", ".join(sorted(self.adapters)) or "none (no steps reported)"
+        text = [
+            f"run {self.label}: {self.processes} process(es), adapter: {adapter}",
+            f"  {self.requests['live']} live request(s), {self.steps['live']} live step(s); "
+            f"warmup {self.requests['warmup']} request(s), {self.steps['warmup']} step(s)",
+            f"  {self.compiles} compile(s); after warmup: {self.live_compiles} compile(s), "
+            f"{self.live_recompiles} recompile(s), {self.limit_hits} recompile-limit hit(s); "
+            f"{self.graph_breaks} graph break(s); {self.profile_windows} profile window(s)",
+        ]
+        if self.collector_errors:
+            text.append(f"  {self.collector_errors} collector error(s): see collector_error events")
+        text.extend(f"  bootstrap error: {line}" for line in self.bootstrap_errors[:3])
+        return text
+
+
+def summarize_run(run_path: Path) -> RunSummary:
+    summary = RunSummary(run_path.name)
+    errors = run_path / BOOTSTRAP_ERRORS
+    if errors.exists():
+        summary.bootstrap_errors = errors.read_text(encoding="utf-8", errors="replace").splitlines()
+    for events_path in sorted(run_path.glob(f"*/{EVENTS_FILE}")):
+        summary.processes += 1
+        for event in iter_events(events_path):
+            kind = event.get("ev")
+            phase = "warmup" if event.get("phase") == "warmup" else "live"
+            if kind == "adapter":
+                summary.adapters.add(str(event.get("name")))
+            elif kind == "request_start":
+                summary.requests[phase] += 1
+            elif kind == "step_end":
+                summary.steps[phase] += 1
+            elif kind == "compile_end":
+                summary.compiles += 1
+                if event.get("phase") == "live" and event.get("request_id") is not None:
+                    summary.live_compiles += 1
+            elif kind == "recompile":
+                if event.get("phase") == "live" and event.get("request_id") is not None:
+                    summary.live_recompiles += 1
+            elif kind == "recompile_limit":
+                summary.limit_hits += 1
+            elif kind == "graph_break":
+                summary.graph_breaks += 1
+            elif kind == "profile_window_end":
+                summary.profile_windows += 1
+            elif kind == "collector_error":
+                summary.collector_errors += 1
+    return summary
+
+
+def summarize(trace_dir: Path) -> list[RunSummary]:
+    runs = trace_dir / RUNS_DIR
+    return [summarize_run(p) for p in sorted(runs.iterdir()) if p.is_dir()] if runs.exists() else []
+
+
+def process_versions(trace_dir: Path) -> dict[str, Any]:
+    """Versions the child reported (python, torch, CUDA, triton, diag) and the GPU it used."""
+    versions: dict[str, Any] = {}
+    for events_path in sorted((trace_dir / RUNS_DIR).glob(f"*/*/{EVENTS_FILE}")):
+        for event in iter_events(events_path):
+            if event.get("ev") == "process_start" and not versions:
+                versions.update(event.get("versions") or {})
+            elif event.get("ev") == "process_end" and event.get("gpu"):
+                versions["gpu"] = event["gpu"]
+        if versions.get("gpu"):
+            break
+    versions.setdefault("gpu", None)
+    return versions

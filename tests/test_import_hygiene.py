@@ -1,0 +1,22 @@
+"""The launcher side of `diag record` stays light: no torch, pandas, plotly or Textual."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+HEAVY = ("torch", "pandas", "plotly", "textual", "numpy")
+
+
+def test_record_launcher_imports_nothing_heavy(tmp_path: Path) -> None:
+    code = (
+        "import sys\n"
+        "from diag.cli import main\n"
+        f"rc = main(['record', '--profile', 'none', '-o', {str(tmp_path / 't')!r}, '--', "
+        f"{sys.executable!r}, '-c', 'pass'])\n"
+        f"heavy = sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})\n"
+        "print(rc, heavy)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert proc.stdout.strip() == "0 []", proc.stdout + proc.stderr
