@@ -1,25 +1,52 @@
 """LightX2V: hooks set from outside on the runner instance (see FACTS).
 
-`RUNNER_REGISTER[model_cls](config)` builds the runner; its `init_modules` runs `self.warmup()`
-at the end (BaseRunner.__init_subclass__ wraps it), so hooks must exist before init_modules. We
-wrap the registry lookup to reach each runner class, and that class's `__init__` to reach the
-instance, then set instance attributes: `runner.warmup` (the warmup phase), `runner.run_pipeline`
-(one request) and, once the model exists, `runner.model.infer` (one step; index in
-`model.scheduler.step_index`, shape in `scheduler.latents.shape`). `step_pre` is not patched:
-many schedulers override it without calling super().
+`RUNNER_REGISTER[model_cls](config)` builds the runner (`Register.__getitem__`, a method of the
+registry's class); its `init_modules` runs `self.warmup()` at the end (BaseRunner.__init_subclass__
+wraps it), so hooks must exist before init_modules. We wrap the registry lookup to reach each
+runner class, and that class's `__init__` to reach the instance, then set instance attributes:
+`runner.warmup` (the warmup phase), `runner.run_pipeline` (one request) and `runner.model.infer`
+(one step; index in `model.scheduler.step_index`, shape in `scheduler.latents.shape`).
+`step_pre` is not patched: many schedulers override it without calling super().
+
+The model is not always there when warmup or run_pipeline starts: under `lazy_load` (and
+`unload_modules`) LightX2V builds it inside `run_warmup` and again inside each request's
+`init_run`, and drops it in `end_run`. So the runner class's `__setattr__` also hooks every model
+assigned to `runner.model`.
+
+LightX2V's warmup does not call run_pipeline: it runs the step loop itself once per warmup
+resolution (`scheduler.prepare`, then `step_pre`/`model.infer`/`step_post` at a few step indices).
+Steps outside any request open one implicitly; such an implicit request ends when the next step
+restarts (its index does not advance) or comes with other latents' shape, so each warmup
+resolution is its own request.
 """
 
 from __future__ import annotations
 
 import functools
+import operator
+import weakref
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..session import Session
+    from ..steps import StepTracker
 
 _HOOKED = "__diag_hooked__"
 _CLASS_HOOKED = "__diag_class_hooked__"
+
+
+class _Implicit:
+    """The request a step opened by itself (none was open; `request_seq` names it, since ids can
+    repeat), and that request's last step."""
+
+    def __init__(self) -> None:
+        self.request_seq: int | None = None
+        self.step: int | None = None
+        self.shape: list[int] | None = None
+
+
+_implicit: weakref.WeakKeyDictionary[StepTracker, _Implicit] = weakref.WeakKeyDictionary()
 
 
 def _hooked(obj: Any) -> bool:
@@ -33,6 +60,32 @@ def _shape(scheduler: Any) -> list[int] | None:
     return [int(s) for s in shape] if shape is not None else None
 
 
+def _index(scheduler: Any) -> int | None:
+    index = getattr(scheduler, "step_index", None)
+    if index is None or isinstance(index, bool):
+        return None
+    try:
+        return operator.index(index)
+    except TypeError:
+        return None
+
+
+def _start_step(steps: StepTracker, index: int | None, shape: list[int] | None) -> None:
+    """step_start, first ending an implicit request that this step does not continue."""
+    implicit = _implicit.setdefault(steps, _Implicit())
+    if steps.request_id is not None and steps.request_seq == implicit.request_seq:
+        restarted = index is not None and implicit.step is not None and index <= implicit.step
+        reshaped = shape is not None and implicit.shape is not None and shape != implicit.shape
+        if restarted or reshaped:
+            steps.request_end()
+    opens = steps.request_id is None
+    steps.step_start(index, shape)
+    if opens:
+        implicit.request_seq = steps.request_seq
+    implicit.step = steps.step_index
+    implicit.shape = shape
+
+
 def hook_model(session: Session, model: Any) -> None:
     """`model.infer` is one denoising step."""
     if model is None or _hooked(model):
@@ -43,8 +96,7 @@ def hook_model(session: Session, model: Any) -> None:
     @functools.wraps(infer)
     def step_infer(*args: Any, **kwargs: Any) -> Any:
         scheduler = getattr(model, "scheduler", None)
-        index = getattr(scheduler, "step_index", None)
-        steps.step_start(index if isinstance(index, int) else None, _shape(scheduler))
+        _start_step(steps, _index(scheduler), _shape(scheduler))
         try:
             return infer(*args, **kwargs)
         finally:
@@ -98,13 +150,16 @@ def hook_runner(session: Session, runner: Any, adapter_name: str) -> None:
 
     runner.warmup = hooked_warmup
     runner.run_pipeline = hooked_run_pipeline
+    hook_model(session, getattr(runner, "model", None))
 
 
 def hook_runner_class(session: Session, cls: type, adapter_name: str) -> None:
-    """Hook every instance of `cls` right after its __init__ (before init_modules runs)."""
+    """Hook every instance of `cls` right after its __init__ (before init_modules runs), and
+    every model later assigned to `instance.model`."""
     if cls.__dict__.get(_CLASS_HOOKED, False):
         return
     original_init = cls.__init__  # type: ignore[misc]
+    original_setattr: Any = cls.__setattr__
 
     @functools.wraps(original_init)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -112,7 +167,13 @@ def hook_runner_class(session: Session, cls: type, adapter_name: str) -> None:
         if type(self) is cls or not type(self).__dict__.get(_CLASS_HOOKED, False):
             session.guarded("adapter.hook_runner", hook_runner, session, self, adapter_name)
 
+    def __setattr__(self: Any, name: str, value: Any) -> None:
+        original_setattr(self, name, value)
+        if name == "model" and value is not None and _hooked(self):
+            session.guarded("adapter.hook_model", hook_model, session, value)
+
     cls.__init__ = __init__  # type: ignore[misc]
+    cls.__setattr__ = __setattr__  # type: ignore[method-assign,assignment]
     setattr(cls, _CLASS_HOOKED, True)
 
 
