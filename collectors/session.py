@@ -132,6 +132,11 @@ class Session:
         self.steps = steps.StepTracker(self)
         self.guarded("hygiene", hygiene.install, self)
         self.guarded("adapters", install_adapters, self)
+        from . import magi
+        from .importhook import on_import
+
+        for name in ("magi_compiler", "magi_compiler.api"):
+            on_import(name, lambda module: self.guarded("magi", magi.install, self, module))
         atexit.register(self.end)
 
     def end(self) -> None:
@@ -159,11 +164,17 @@ class Session:
         return None
 
 
+def _is_helper_process() -> bool:
+    """torch's own worker processes (inductor's compile workers) are not the program."""
+    argv0 = sys.argv[0] if sys.argv else ""
+    return "compile_worker" in argv0 and "_inductor" in argv0
+
+
 def start_session() -> Session | None:
     """Called once per process by the bootstrap, right after torch finished importing."""
     global _SESSION
     trace_dir = os.environ.get(ENV_TRACE_DIR)
-    if _SESSION is not None or not trace_dir:
+    if _SESSION is not None or not trace_dir or _is_helper_process():
         return _SESSION
     session = Session(Path(trace_dir), os.environ.get(ENV_RUN_LABEL, RUN_COMPILED))
     _SESSION = session

@@ -40,6 +40,7 @@ class RunSummary:
     graph_breaks: int = 0
     profile_windows: int = 0
     collector_errors: int = 0
+    magi_compile: bool = False
     bootstrap_errors: list[str] = field(default_factory=list)
 
     def lines(self) -> list[str]:
@@ -52,6 +53,8 @@ class RunSummary:
             f"{self.live_recompiles} recompile(s), {self.limit_hits} recompile-limit hit(s); "
             f"{self.graph_breaks} graph break(s); {self.profile_windows} profile window(s)",
         ]
+        if self.magi_compile:
+            text.append("  magi_compile in use: its recompiles are invisible to Dynamo's logs")
         if self.collector_errors:
             text.append(f"  {self.collector_errors} collector error(s): see collector_error events")
         text.extend(f"  bootstrap error: {line}" for line in self.bootstrap_errors[:3])
@@ -87,6 +90,8 @@ def summarize_run(run_path: Path) -> RunSummary:
                 summary.graph_breaks += 1
             elif kind == "profile_window_end":
                 summary.profile_windows += 1
+            elif kind == "magi_compile":
+                summary.magi_compile = True
             elif kind == "collector_error":
                 summary.collector_errors += 1
     return summary

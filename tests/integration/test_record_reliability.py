@@ -289,3 +289,32 @@ def test_default_output_name(tmp_path: Path) -> None:
     assert proc.returncode == 2  # python: can't open file: passed through
     created = [p.name for p in tmp_path.iterdir()]
     assert len(created) == 1 and created[0].startswith("diag-x-")
+
+
+def test_magi_compile_use_is_recorded(tmp_path: Path) -> None:
+    """A stand-in `magi_compiler` package (MAGI's compiler is not installable here) with the same
+    import path and decorator name; diag must note that its recompiles are invisible."""
+    package = tmp_path / "magi_compiler"
+    package.mkdir()
+    (package / "__init__.py").write_text(
+        "import torch\n\ndef magi_compile(fn):\n    return torch.compile(fn, backend='aot_eager')\n"
+    )
+    app = _script(
+        tmp_path,
+        """
+        import torch
+        from magi_compiler import magi_compile
+
+        @magi_compile
+        def block(x):
+            return x * 2
+
+        print(block(torch.ones(2)).tolist())
+    """,
+    )
+    proc = diag_record(tmp_path / "t", PYTHON, str(app), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == "[2.0, 2.0]\n"
+    magi = of("magi_compile", events(tmp_path / "t"))
+    assert [e["target"]["name"] if e["target"] else None for e in magi] == [None, "block"]
+    assert "invisible to Dynamo" in proc.stderr
