@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..importhook import on_import
-from . import fixtures, generic, lightx2v
+from . import diffusers, fixtures, generic, lightx2v
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -24,4 +24,8 @@ def install_adapters(session: Session) -> None:
     on_import(
         "lightx2v.utils.registry_factory",
         lambda module: session.guarded("adapter.lightx2v", lightx2v.install, session, module),
+    )
+    on_import(
+        "diffusers.pipelines.pipeline_utils",
+        lambda module: session.guarded("adapter.diffusers", diffusers.install, session, module),
     )
