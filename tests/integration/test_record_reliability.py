@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -238,6 +239,17 @@ def test_torch_trace_is_kept(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     logs = list((tmp_path / "t" / "runs" / "compiled" / "torch_trace").glob("*.log"))
     assert logs and any("compilation_metrics" in p.read_text() for p in logs)
+    # tlparse (a dev dependency) reads it.
+    tlparse = shutil.which("tlparse") or str(Path(sys.executable).with_name("tlparse"))
+    out = tmp_path / "tlparse"
+    parsed = subprocess.run(
+        [tlparse, str(logs[0]), "-o", str(out), "--no-browser"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert parsed.returncode == 0, parsed.stderr
+    assert (out / "index.html").exists() and (out / "compile_directory.json").exists()
 
 
 @pytest.mark.parametrize(
