@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,7 @@ def test_compile_plants(tmp_path: Path, plant: str) -> None:
         warm = [
             g["raw"] for e in of("recompile", evs) if e["phase"] == "warmup" for g in e["guards"]
         ]
-        assert any(pattern.replace("\\", "").split(" ==")[0] in raw for raw in warm)
+        assert any(re.search(pattern, raw) for raw in warm), pattern
 
 
 def test_routing_is_visible_in_profile_windows(tmp_path: Path) -> None:
