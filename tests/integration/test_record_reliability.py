@@ -330,3 +330,25 @@ def test_magi_compile_use_is_recorded(tmp_path: Path) -> None:
     magi = of("magi_compile", events(tmp_path / "t"))
     assert [e["target"]["name"] if e["target"] else None for e in magi] == [None, "block"]
     assert "invisible to Dynamo" in proc.stderr
+
+
+def test_graph_break_with_reason_and_user_location(tmp_path: Path) -> None:
+    app = _script(
+        tmp_path,
+        """
+        import torch
+
+        def block(x):
+            y = x * 2
+            torch._dynamo.graph_break()
+            return y + 1
+
+        torch.compile(block, backend="aot_eager")(torch.ones(2))
+    """,
+    )
+    proc = diag_record(tmp_path / "t", PYTHON, str(app))
+    assert proc.returncode == 0, proc.stderr
+    breaks = of("graph_break", events(tmp_path / "t"))
+    assert breaks, "no graph_break event"
+    assert breaks[0]["user_location"].startswith(str(app))
+    assert breaks[0]["reason"]
