@@ -25,9 +25,11 @@ class Command(Protocol):
 
 def _commands() -> dict[str, Command]:
     # Each command module imports only what its own run() needs, inside run().
+    from diag.cli.analyze import AnalyzeCommand
+    from diag.cli.demo import DemoCommand
     from diag.cli.record import RecordCommand
 
-    return {"record": RecordCommand()}
+    return {"record": RecordCommand(), "analyze": AnalyzeCommand(), "demo": DemoCommand()}
 
 
 def build_parser(commands: dict[str, Command]) -> argparse.ArgumentParser:

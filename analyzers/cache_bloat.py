@@ -1,0 +1,222 @@
+"""cache-bloat: a code object holding far more compiled entries than the shapes it serves.
+
+Why: Dynamo keeps one cache per code object, shared by every torch.compile wrapper of that code
+(LightX2V compiles one wrapper per block index or staging buffer, all on the same block
+function). A well-behaved frame needs about one entry per shape class; many more means the
+compiled code specialises on something else, most often a per-block Python value, so every
+block compiles and checks its own entry. Each extra entry costs a compile in warmup, guard
+checks on every call, and memory; and at torch's recompile limit (8 entries by default) the
+next variation falls back to eager for good, so a deeper model (12 blocks) runs its last blocks
+uncompiled without a word.
+
+Reads the entry counts at exit (or the last seen) against the distinct request shapes, and names
+the guard sources that separate the entries from that frame's recompile reasons.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from diag.findings import Finding
+from diag.run import Frame, Guard, RunData, Trace
+
+ANALYZER = "cache-bloat"
+
+#: torch's default recompile limit (torch._dynamo.config.recompile_limit / cache_size_limit).
+DEFAULT_LIMIT = 8
+MIN_ENTRIES = 4
+RATIO = 2
+_TENSOR_KINDS = ("tensor-size", "tensor-stride", "tensor-dtype", "tensor-device")
+#: Source names that look like a block or layer index.
+_PER_BLOCK = re.compile(r"(?:^|[._\[])(?:block|layer)?_?(?:idx|index|id|num)\]?$", re.IGNORECASE)
+_CID_PREFIX = re.compile(r"^\s*(?:-\s+)?!?[\d/_]+:\s+")
+_COMMENT = re.compile(r"\s{2,}#")
+
+
+def analyze(trace: Trace) -> list[Finding]:
+    cwd = trace.manifest.get("cwd")
+    findings: list[Finding] = []
+    for run in trace.runs.values():
+        findings.extend(_analyze_run(run, cwd if isinstance(cwd, str) else None))
+    return findings
+
+
+def _analyze_run(run: RunData, cwd: str | None) -> list[Finding]:
+    shapes = {tuple(r.shape) for r in run.requests if r.shape}
+    limited = _limited_frames(run)
+    findings: list[Finding] = []
+    for frame, entries in sorted(run.cache_entries().items(), key=lambda kv: kv[0].location):
+        at_limit = entries >= DEFAULT_LIMIT or frame in limited
+        if shapes:
+            bloated = entries >= RATIO * len(shapes) and entries >= MIN_ENTRIES
+        else:
+            bloated = at_limit  # no request shapes to compare with: only a full cache is news
+        if bloated:
+            findings.append(
+                _finding(run, frame, entries, len(shapes), at_limit, frame in limited, cwd)
+            )
+    return findings
+
+
+def _finding(
+    run: RunData,
+    frame: Frame,
+    entries: int,
+    shapes: int,
+    at_limit: bool,
+    limit_hit: bool,
+    cwd: str | None,
+) -> Finding:
+    sources = _sources(run, frame)
+    evidence = [
+        f"{frame.name} holds {entries} cache entries at exit",
+        f"distinct request shapes served: {shapes}"
+        + (f" ({entries / shapes:.1f} entries per shape)" if shapes else " (no shapes reported)"),
+    ]
+    if sources:
+        evidence.append(
+            "guard sources that differ between the entries: "
+            + "; ".join(
+                f"{s.source} ({s.kind}; {len(s.values)} value(s): {_short(s.values)})"
+                for s in sources
+            )
+        )
+    else:
+        evidence.append(f"no recompile reasons were recorded for {frame.name}")
+    python = [s.source for s in sources if s.kind not in _TENSOR_KINDS]
+    per_block = [
+        s.source
+        for s in sources
+        if s.kind not in _TENSOR_KINDS and (s.within_step or _PER_BLOCK.search(s.source))
+    ]
+    if per_block:
+        evidence.append(
+            "typical cause, one entry per block: the compiled code reads a per-block Python "
+            "value (e.g. block.block_idx on a staging buffer keyed by block index); here "
+            f"{', '.join(per_block)}"
+        )
+        fix = (
+            "Make the compiled code independent of per-block Python values: look up per-block "
+            "data before the compiled call and pass it in as tensors, so one entry per shape "
+            "serves every block (torch.compile treats int attributes of nn.Modules as static)."
+        )
+    elif python:
+        evidence.append(
+            f"the entries differ in Python state ({', '.join(python)}) that changes between "
+            "steps or requests: see guard-churn"
+        )
+        fix = (
+            f"Stop specialising on {', '.join(python)}: resolve it before the compiled call or "
+            "pass it in as an input (see guard-churn), so one entry per shape serves every call."
+        )
+    else:
+        fix = (
+            "The entries differ only in tensor guards: mark the dimensions that vary dynamic "
+            "(torch._dynamo.mark_dynamic), or warm up two values of each so automatic dynamic "
+            "covers them with one entry."
+        )
+    if limit_hit:
+        evidence.append(
+            f"{frame.name} hit the recompile limit: further variations run eagerly, with no "
+            "further compile or message"
+        )
+    elif at_limit:
+        evidence.append(
+            f"{entries} entries is torch's default recompile limit ({DEFAULT_LIMIT}): the next "
+            "variation (a new shape, a deeper model's next block) runs eagerly"
+        )
+    if at_limit:
+        fix += " At the recompile limit, further variations run eagerly."
+    title = f"{frame.name} holds {entries} cache entries for {shapes} distinct shape(s)"
+    if limit_hit:
+        title += ": recompile limit hit"
+    elif at_limit:
+        title += ": at the recompile limit"
+    return Finding(
+        id=f"{ANALYZER}:{frame.name}{'' if run.label == 'compiled' else '@' + run.label}",
+        analyzer=ANALYZER,
+        severity="error" if at_limit else "warning",
+        title=title,
+        evidence=evidence,
+        fix=fix,
+        location=f"{_relative(frame.file, cwd)}:{frame.line}" if frame.file else frame.name,
+        run=run.label,
+        data={
+            "frame": frame.name,
+            "entries": entries,
+            "distinct_shapes": shapes,
+            "at_limit": at_limit,
+            "limit_hit": limit_hit,
+            "sources": [
+                {"source": s.source, "kind": s.kind, "values": s.values, "per_call": s.within_step}
+                for s in sources
+            ],
+            "per_block_sources": per_block,
+        },
+    )
+
+
+def _limited_frames(run: RunData) -> set[Frame]:
+    frames = {c.frame for c in run.compiles if c.result == "recompile_limit" and c.frame}
+    for event in run.of("recompile_limit"):
+        frame = Frame.from_event(event.data.get("frame"))
+        if frame is not None:
+            frames.add(frame)
+    return frames
+
+
+@dataclass
+class _Source:
+    """One guard source that failed in this frame's recompiles."""
+
+    source: str
+    kind: str
+    values: list[str] = field(default_factory=list)
+    within_step: bool = False  # failed in two recompiles of one step: differs per call site
+
+
+def _sources(run: RunData, frame: Frame) -> list[_Source]:
+    """The guard sources of the frame's recompiles, Python-state sources first."""
+    found: dict[tuple[str, str], _Source] = {}
+    spots: dict[tuple[str, str], dict[tuple[int, str, int], set[str]]] = {}
+    hits: list[tuple[tuple[int, ...], Guard]] = []
+    for item in run.compiles:
+        if item.frame != frame:
+            continue
+        for guard in item.guards:
+            hits.append((_attempt(guard.compile_id or item.compile_id), guard))
+            key = (guard.source or _guard_text(guard), guard.kind)
+            entry = found.setdefault(key, _Source(*key))
+            if item.request_id is not None and item.step is not None:
+                spot = (item.pid, item.request_id, item.step)
+                ids = spots.setdefault(key, {}).setdefault(spot, set())
+                ids.add(item.compile_id)
+                entry.within_step = entry.within_step or len(ids) > 1
+    for _, guard in sorted(hits, key=lambda hit: hit[0]):
+        entry = found[(guard.source or _guard_text(guard), guard.kind)]
+        value = guard.expected if guard.expected is not None else _guard_text(guard)
+        if value not in entry.values:
+            entry.values.append(value)
+    return sorted(found.values(), key=lambda e: (e.kind in _TENSOR_KINDS, -len(e.values)))
+
+
+def _attempt(compile_id: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", compile_id))
+
+
+def _guard_text(guard: Guard) -> str:
+    text = _CID_PREFIX.sub("", guard.raw, count=1)
+    lines = _COMMENT.split(text, maxsplit=1)[0].strip().splitlines()
+    return (lines[0] if lines else guard.kind)[:200]
+
+
+def _short(values: list[str]) -> str:
+    shown = values if len(values) <= 6 else [*values[:4], "...", values[-1]]
+    return ", ".join(shown)
+
+
+def _relative(path: str, cwd: str | None) -> str:
+    if cwd and path.startswith(cwd.rstrip("/") + "/"):
+        return path[len(cwd.rstrip("/")) + 1 :]
+    return path

@@ -1,0 +1,364 @@
+"""guard-churn: recompiles caused by guards on Python state rather than on tensors.
+
+Why: Dynamo specialises a frame on every Python value it reads (an int attribute, a string
+compared with ==, the length of a dict subclass, the identity of an object). When that value
+changes from call to call (a step counter, a pass name, a per-request config or skip set), each
+new value fails the guards of every cached entry and compiles again: seconds per recompile in
+the middle of traffic, and after torch's recompile limit (8 entries by default) the frame runs
+eagerly for good, with no further message. Warmup cannot cover such values, because they never
+repeat or depend on the request. Shape changes are not churn (see live-compile), and neither is
+a single int that changed once and then stopped failing: automatic dynamic made it symbolic.
+
+One finding per (frame, guard source): how often it failed, the values the cached entries
+expected, where each recompile happened, whether the frame reached the recompile limit, the
+line that reads the value, and the fix for that kind of guard.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from diag.findings import Finding
+from diag.run import Compile, Frame, Guard, RunData, Trace
+
+ANALYZER = "guard-churn"
+
+#: Guard kinds on Python state. Tensor kinds and `unknown` are left to live-compile.
+CHURN_KINDS = (
+    "python-value",
+    "object-identity",
+    "type",
+    "container-length",
+    "container-keys",
+    "global-state",
+)
+_CID_PREFIX = re.compile(r"^\s*(?:-\s+)?!?[\d/_]+:\s+")
+_COMMENT = re.compile(r"\s{2,}#")
+_INT = re.compile(r"^-?\d+$")
+_STACK_FILE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
+_LOCATION = re.compile(r"^(?P<file>.+):(?P<line>\d+)$")
+_MAX_WHERE = 12
+
+
+@dataclass
+class _Group:
+    """The failing guards of one source in one frame of one process, in compile order."""
+
+    pid: int
+    frame: Frame | None
+    source: str
+    kind: str
+    hits: list[tuple[Compile, Guard]] = field(default_factory=list)
+
+    @property
+    def compiles(self) -> list[Compile]:
+        seen: list[Compile] = []
+        for item, _ in self.hits:
+            if not seen or seen[-1] is not item:
+                seen.append(item)
+        return seen
+
+
+def analyze(trace: Trace) -> list[Finding]:
+    cwd = trace.manifest.get("cwd")
+    base = cwd if isinstance(cwd, str) else None
+    findings: list[Finding] = []
+    for run in trace.runs.values():
+        findings.extend(_analyze_run(run, base))
+    return findings
+
+
+def _analyze_run(run: RunData, cwd: str | None) -> list[Finding]:
+    groups: dict[tuple[int, Frame | None, str], _Group] = {}
+    for item in run.compiles:
+        for guard in item.guards:
+            if guard.kind not in CHURN_KINDS:
+                continue
+            source = guard.source or _guard_text(guard)
+            key = (item.pid, item.frame, source)
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = _Group(item.pid, item.frame, source, guard.kind)
+            group.hits.append((item, guard))
+    return [_finding(run, group, cwd) for group in groups.values() if not _automatic_dynamic(group)]
+
+
+def _automatic_dynamic(group: _Group) -> bool:
+    """An int that failed with one expected value, only on entries compiled before its first
+    recompile: the recompile made it symbolic (automatic dynamic), so it stopped failing."""
+    if group.kind != "python-value":
+        return False
+    values = _values(group)
+    if len(values) != 1 or not _INT.match(values[0]):
+        return False
+    first = _attempt(group.hits[0][0].compile_id)
+    return all(
+        guard.compile_id is not None and _attempt(guard.compile_id) < first
+        for _, guard in group.hits
+    )
+
+
+def _finding(run: RunData, group: _Group, cwd: str | None) -> Finding:
+    frame = group.frame.name if group.frame is not None else "<unknown frame>"
+    # A compile that hit the recompile limit compiled nothing: reported with the limit below.
+    compiles = [c for c in group.compiles if c.result != "recompile_limit"] or group.compiles
+    live = [c for c in compiles if c.live]
+    limit = _limit_hit(run, group)
+    values = _values(group)
+    newest = _newest(group)
+    per_call = _varies_within_a_step(compiles)
+    count = len(compiles)
+
+    evidence = [
+        f"{count} recompile(s) of {frame} with the {group.kind} guard on `{group.source}` "
+        f"failing ({f'{len(live)} live' if live else 'all in warmup'})",
+        f"values the cached entries expected: {_values_text(group.kind, values)}",
+        f"where: {_where_list(compiles)}",
+    ]
+    if per_call:
+        evidence.append(
+            f"`{group.source}` differs between calls within one step (one entry per block or "
+            "call site), not only between steps or requests"
+        )
+    if limit is not None:
+        entries = run.cache_entries().get(limit.frame) if limit.frame is not None else None
+        held = f" with {entries} cache entries" if entries else ""
+        evidence.append(
+            f"{frame} reached the recompile limit{held} at {_where(limit)}: it runs eagerly "
+            "from then on, with no further compile or message"
+        )
+    else:
+        entries = run.cache_entries().get(group.frame) if group.frame is not None else None
+        held = f" ({entries} cache entries at exit; torch's default limit is 8)" if entries else ""
+        evidence.append(f"{frame} did not reach the recompile limit in this run{held}")
+    evidence.append(f"newest failing guard: {_guard_text(newest)}")
+    location, read_line = _location(newest, group, cwd)
+    if location is not None:
+        evidence.append(
+            f"the compiled code reads `{group.source}` at {location}"
+            if read_line
+            else f"no user line recorded for this guard; the compiled frame is at {location}"
+        )
+
+    live_text = f", {len(live)} live" if live else ", warmup only"
+    title = f"{frame} recompiled {count} time(s) on `{group.source}` ({group.kind}{live_text})"
+    if limit is not None:
+        title += ": hit the recompile limit, now eager"
+    severity = "error" if live or limit is not None else "warning"
+    return Finding(
+        id=f"{ANALYZER}:{frame}:{group.source}{_id_suffix(run, group.pid)}",
+        analyzer=ANALYZER,
+        severity=severity,
+        title=title,
+        evidence=evidence,
+        fix=_fix(group, per_call),
+        location=location,
+        run=run.label,
+        data={
+            "frame": frame,
+            "source": group.source,
+            "kind": group.kind,
+            "recompiles": count,
+            "live_recompiles": len(live),
+            "values": values,
+            "compile_ids": [c.compile_id for c in compiles],
+            "where": [
+                {"phase": c.phase, "request_id": c.request_id, "step": c.step} for c in compiles
+            ],
+            "requests": _unique([c.request_id for c in compiles if c.request_id is not None]),
+            "live_requests": _unique([c.request_id for c in live if c.request_id is not None]),
+            "limit_hit": None
+            if limit is None
+            else {"phase": limit.phase, "request_id": limit.request_id, "step": limit.step},
+            "per_call": per_call,
+            "user_location": location if read_line else None,
+        },
+    )
+
+
+def _fix(group: _Group, per_call: bool) -> str:
+    source = group.source
+    kind = group.kind
+    if kind in ("container-length", "container-keys"):
+        return (
+            "Read the config once at init (or pass the value as an argument) instead of calling "
+            f".get() on it inside the compiled frame: Dynamo guards on {source}'s "
+            f"{'length' if kind == 'container-length' else 'keys'}, which changes as it grows."
+        )
+    if kind == "python-value":
+        if per_call:
+            return (
+                f"Keep {source} out of the compiled frame: torch.compile treats int attributes "
+                "of nn.Modules as static, so a per-block index read inside the frame compiles "
+                "one entry per block. Look up the per-block data it selects before the compiled "
+                "call and pass that in (as a tensor), or set "
+                "torch._dynamo.config.allow_unspec_int_on_nn_module = True."
+            )
+        return (
+            f"Pass the value of {source} as an explicit input (a tensor if it changes every "
+            "step) or resolve it before the graph, so the compiled frame does not branch on it."
+        )
+    if kind == "object-identity":
+        return (
+            f"Pass the object's tensors, not the object ({source}); avoid closures over "
+            "per-call objects, which Dynamo guards on by identity."
+        )
+    if kind == "type":
+        return (
+            f"Give {source} the same type on every call (e.g. always a tensor, never a float), "
+            "or convert it before the compiled call."
+        )
+    return (
+        "Keep global state (grad mode, autocast, default device, torch function modes) the same "
+        "for every call of the compiled code: set it once outside, not per request."
+    )
+
+
+def _varies_within_a_step(compiles: list[Compile]) -> bool:
+    """Several recompiles at one step: the value changes between calls inside a step."""
+    seen: set[tuple[str | None, int | None]] = set()
+    for item in compiles:
+        if item.request_id is None or item.step is None:
+            continue
+        key = (item.request_id, item.step)
+        if key in seen:
+            return True
+        seen.add(key)
+    return False
+
+
+# --- guards and compile ids --------------------------------------------------------------------
+
+
+def _values(group: _Group) -> list[str]:
+    """Distinct expected values, in the order the entries that held them were compiled."""
+    ordered = sorted(group.hits, key=lambda hit: _attempt(hit[1].compile_id or hit[0].compile_id))
+    values: list[str] = []
+    for _, guard in ordered:
+        value = guard.expected if guard.expected is not None else _guard_text(guard)
+        if value not in values:
+            values.append(value)
+    return values
+
+
+def _values_text(kind: str, values: list[str]) -> str:
+    shown = values if len(values) <= 6 else [*values[:3], "...", *values[-2:]]
+    if kind == "container-length":
+        return "len " + " -> ".join(shown)
+    text = " then ".join(shown)
+    return text + (f" ({len(values)} distinct)" if len(values) > 2 else "")
+
+
+def _newest(group: _Group) -> Guard:
+    """The guard of the newest entry in the latest recompile."""
+    last = group.hits[-1][0]
+    guards = [guard for item, guard in group.hits if item is last]
+    return max(guards, key=lambda guard: _attempt(guard.compile_id or ""))
+
+
+def _attempt(compile_id: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", compile_id))
+
+
+def _guard_text(guard: Guard) -> str:
+    text = _CID_PREFIX.sub("", guard.raw, count=1)
+    lines = _COMMENT.split(text, maxsplit=1)[0].strip().splitlines()
+    first = lines[0] if lines else ""
+    if not first:
+        first = f"{guard.source} == {guard.expected}" if guard.source else guard.kind
+    return first[:200]
+
+
+def _limit_hit(run: RunData, group: _Group) -> Compile | None:
+    """The compile of this frame that hit the recompile limit (same process), if any."""
+    for item in run.compiles:
+        if item.result == "recompile_limit" and item.pid == group.pid and item.frame == group.frame:
+            return item
+    for event in run.of("recompile_limit"):
+        frame = Frame.from_event(event.data.get("frame"))
+        if event.pid == group.pid and frame is not None and frame == group.frame:
+            phase, request_id, step = event.position
+            return Compile(
+                compile_id=str(event.data.get("compile_id")),
+                epoch=int(event.data.get("epoch") or 0),
+                frame=frame,
+                result="recompile_limit",
+                duration_s=None,
+                t=event.t,
+                start_t=None,
+                phase=phase,
+                request_id=request_id,
+                step=step,
+                pid=event.pid,
+            )
+    return None
+
+
+# --- text helpers ------------------------------------------------------------------------------
+
+
+def _where(item: Compile) -> str:
+    if item.request_id is None:
+        return f"{item.phase} (outside a request)"
+    step = f" step {item.step}" if item.step is not None else ""
+    return f"{item.phase} {item.request_id}{step}"
+
+
+def _where_list(compiles: list[Compile]) -> str:
+    runs: list[tuple[str, int]] = []
+    for item in compiles:
+        text = _where(item)
+        if runs and runs[-1][0] == text:
+            runs[-1] = (text, runs[-1][1] + 1)
+        else:
+            runs.append((text, 1))
+    parts = [f"{text} (x{n})" if n > 1 else text for text, n in runs]
+    if len(parts) > _MAX_WHERE:
+        parts = [*parts[: _MAX_WHERE - 1], f"... and {len(parts) - _MAX_WHERE + 1} more"]
+    return ", ".join(parts)
+
+
+def _location(guard: Guard, group: _Group, cwd: str | None) -> tuple[str | None, bool]:
+    """The user's line that reads the value (True), else the frame's file:line (False), relative
+    to the recording's working directory when under it.
+
+    torch shortens the guard comment's path against its own install folder and drops one
+    character too many when they share only "/" (/tmp/app.py:6 -> mp/app.py:6); the guard's
+    user stack trace keeps the full path, so it repairs the location.
+    """
+    if guard.user_location:
+        match = _LOCATION.match(guard.user_location)
+        if match is None:
+            return guard.user_location, True
+        short, line = match.group("file"), match.group("line")
+        for found in _STACK_FILE.finditer(guard.raw):
+            if found.group("line") == line and found.group("file").endswith(short):
+                return f"{_relative(found.group('file'), cwd)}:{line}", True
+        frame_file = group.frame.file if group.frame is not None else None
+        if frame_file and frame_file.endswith(short) and not short.startswith("/"):
+            return f"{_relative(frame_file, cwd)}:{line}", True
+        return guard.user_location, True
+    if group.frame is not None and group.frame.file:
+        return f"{_relative(group.frame.file, cwd)}:{group.frame.line}", False
+    return None, False
+
+
+def _relative(path: str, cwd: str | None) -> str:
+    if cwd and path.startswith(cwd.rstrip("/") + "/"):
+        return path[len(cwd.rstrip("/")) + 1 :]
+    return path
+
+
+def _unique(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def _id_suffix(run: RunData, pid: int) -> str:
+    tag = ""
+    if len(run.processes) > 1:
+        for index, process in enumerate(run.processes):
+            if process.pid == pid:
+                tag = f"rank{process.rank}" if process.rank is not None else f"proc{index}"
+        tag = tag or f"pid{pid}"
+    return (f"@{tag}" if tag else "") + ("" if run.label == "compiled" else f"@{run.label}")

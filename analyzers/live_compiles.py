@@ -1,0 +1,523 @@
+"""live-compile: every Dynamo compile that lands inside a live request is an error.
+
+Why: warmup exists to pay torch.compile's cost before traffic. A compile during a live request
+stalls that request for the whole compile (0.2-5.5 s per recompile on an H200 for the reference
+service, against 25-90 ms steps), and it means warmup did not cover what traffic sends: a shape
+(a tensor-size guard on a dimension warmup never varied) or a Python value the frame guards on
+(see guard-churn). This analyzer says which frame recompiled, on which request and step, the
+guard that failed, what it cost, and, for size guards, which dimension of the request's shape
+warmup left uncovered.
+
+Compiles that only hit the recompile limit (result `recompile_limit`) compile nothing: the
+recompile-limit analyzer reports them. Two INFO findings put the errors in context: the shapes
+live traffic used against the shapes warmup served, and the compile seconds warmup took out of
+live traffic.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from diag.findings import Finding
+from diag.run import Compile, Guard, Request, RunData, Trace
+
+ANALYZER = "live-compile"
+
+#: Names of the request-shape dimensions, by rank. Request shapes are frames x height x width
+#: in latent pixels for the adapters that report them (diag.fixtures, LightX2V); any other rank
+#: gets positional names.
+_DIM_NAMES: dict[int, tuple[str, ...]] = {
+    2: ("height", "width"),
+    3: ("frames", "height", "width"),
+}
+_SIZE_KINDS = ("tensor-size", "tensor-stride")
+_VALUE_KINDS = (
+    "python-value",
+    "container-length",
+    "container-keys",
+    "object-identity",
+    "type",
+    "global-state",
+)
+_CID_PREFIX = re.compile(r"^\s*(?:-\s+)?!?[\d/_]+:\s+")
+_COMMENT = re.compile(r"\s{2,}#")
+
+Shape = tuple[int, ...]
+
+
+@dataclass
+class _Coverage:
+    """How one live shape relates to the shapes warmup served (same process)."""
+
+    shape: Shape
+    warm: list[Shape]
+    exact: bool
+    # Dimensions whose live value warmup never served, split by whether warmup varied them.
+    static_gaps: list[int] = field(default_factory=list)
+    varied_gaps: list[int] = field(default_factory=list)
+    rank_mismatch: bool = False
+
+    @property
+    def covered(self) -> bool:
+        """Served by a warmed entry: the same shape, or new values only in varied dimensions."""
+        return self.exact or (not self.rank_mismatch and bool(self.warm) and not self.static_gaps)
+
+
+def analyze(trace: Trace) -> list[Finding]:
+    findings: list[Finding] = []
+    for run in trace.runs.values():
+        findings.extend(_analyze_run(run))
+    return findings
+
+
+def _analyze_run(run: RunData) -> list[Finding]:
+    if not run.compiles:
+        return []
+    requests = {(r.pid, r.request_id): r for r in run.requests}
+    groups: dict[tuple[int, str, str], list[Compile]] = {}
+    for item in run.compiles:
+        if item.live and item.request_id is not None and item.result != "recompile_limit":
+            key = (item.pid, _frame_name(item), item.request_id)
+            groups.setdefault(key, []).append(item)
+    findings = [
+        _live_finding(run, compiles, requests.get((pid, rid)))
+        for (pid, _, rid), compiles in groups.items()
+    ]
+    coverage = _coverage_finding(run)
+    if coverage is not None:
+        findings.append(coverage)
+    cold = _warmup_compiles_finding(run)
+    if cold is not None:
+        findings.append(cold)
+    return findings
+
+
+# --- one live compile group -------------------------------------------------------------------
+
+
+def _live_finding(run: RunData, compiles: list[Compile], request: Request | None) -> Finding:
+    first = compiles[0]
+    frame = _frame_name(first)
+    rid = first.request_id or "?"
+    steps = sorted({c.step for c in compiles if c.step is not None})
+    total = sum(c.duration_s or 0.0 for c in compiles)
+    shape = _request_shape(request) if request is not None else None
+    recompiled = any(c.guards for c in compiles)
+    verb = "recompiled" if recompiled else "compiled"
+    steps_text = _steps_text(steps)
+    title = f"{frame} {verb} during live request {rid} at {steps_text} ({_secs(total)} of compile)"
+    newest = first.guards[0] if first.guards else None
+    if newest is not None:
+        title += f": {_guard_short(newest)}"
+
+    evidence = [
+        f"live request {rid}"
+        + (f" (shape {_fmt(shape)})" if shape else "")
+        + f": {len(compiles)} compile(s) of {frame} at {steps_text}, {_secs(total)} in all"
+    ]
+    evidence.extend(_compile_line(c) for c in compiles)
+    coverage: _Coverage | None = None
+    if shape is not None and any(g.kind in _SIZE_KINDS for c in compiles for g in c.guards[:1]):
+        coverage = _coverage(shape, _warm_shapes(run, first.pid))
+        evidence.append(_coverage_sentence(coverage, rid, _size_guard(compiles)))
+    limit = next(
+        (
+            c
+            for c in run.compiles
+            if c.result == "recompile_limit"
+            and c.pid == first.pid
+            and _frame_name(c) == frame
+            and c.t >= first.t
+        ),
+        None,
+    )
+    if limit is not None:
+        evidence.append(
+            f"{frame} then hit the recompile limit at {limit.phase} {limit.request_id} "
+            f"step {limit.step} (see recompile-limit)"
+        )
+    if not recompiled:
+        evidence.append(
+            f"first compile of {frame}: no warmup call reached this frame before live traffic"
+        )
+    evidence.extend(_tag_lines(run, first.pid))
+
+    uncovered = (
+        [_dim_name(len(coverage.shape), i) for i in coverage.static_gaps] if coverage else []
+    )
+    guards = [
+        {
+            "compile_id": c.compile_id,
+            "step": c.step,
+            "kind": g.kind,
+            "source": g.source,
+            "expected": g.expected,
+            "actual": g.actual,
+        }
+        for c in compiles
+        for g in c.guards[:1]
+    ]
+    return Finding(
+        id=f"{ANALYZER}:{frame}:{rid}{_id_suffix(run, first.pid)}",
+        analyzer=ANALYZER,
+        severity="error",
+        title=title,
+        evidence=evidence,
+        fix=_fix(newest, shape, uncovered, frame),
+        location=first.frame.location if first.frame is not None else None,
+        run=run.label,
+        data={
+            "frame": frame,
+            "request_id": rid,
+            "steps": steps,
+            "compile_ids": [c.compile_id for c in compiles],
+            "compile_s": round(total, 6),
+            "shape": list(shape) if shape else None,
+            "guards": guards,
+            "uncovered": uncovered,
+        },
+    )
+
+
+def _compile_line(item: Compile) -> str:
+    where = f"step {item.step}" if item.step is not None else "outside a step"
+    result = "" if item.result == "ok" else f", result {item.result}"
+    line = f"{where}: compile {item.compile_id} took {_secs(item.duration_s or 0.0)}{result}"
+    if not item.guards:
+        return line + " (first compile of the frame: no cache entry to fail)"
+    line += f"; failing guard (newest entry): {_guard_long(item.guards[0])}"
+    older = item.guards[1:]
+    if older:
+        listed = "; ".join(_guard_short(g, with_id=True) for g in older[:3])
+        more = f" and {len(older) - 3} more" if len(older) > 3 else ""
+        line += f"; older entries rejected it too: {listed}{more}"
+    return line
+
+
+def _size_guard(compiles: list[Compile]) -> Guard | None:
+    for item in compiles:
+        if item.guards and item.guards[0].kind in _SIZE_KINDS:
+            return item.guards[0]
+    return None
+
+
+def _fix(newest: Guard | None, shape: Shape | None, uncovered: list[str], frame: str) -> str:
+    if newest is None:
+        return (
+            f"Call {frame} in warmup with the inputs live traffic sends, so its first compile "
+            "happens before traffic."
+        )
+    if newest.kind in _SIZE_KINDS:
+        dims = " and ".join(uncovered) if uncovered else "the dimension that changed"
+        where = f" ({_fmt(shape)})" if shape else ""
+        return (
+            f"Warm up the shape live traffic sends{where}, or a second value of {dims} in "
+            f"warmup so automatic dynamic marks it dynamic before traffic; or mark it dynamic "
+            f"yourself with torch._dynamo.mark_dynamic(tensor, dim) on the input that carries "
+            f"{newest.source or 'it'}."
+        )
+    if newest.kind in _VALUE_KINDS:
+        return (
+            f"{frame} guards on a Python value ({newest.source or newest.kind}) that live "
+            "traffic changes: see guard-churn. Resolve the value before the compiled frame, or "
+            "pass it in as a tensor, so one graph serves every request."
+        )
+    return (
+        "Warm up every variant live traffic uses (shapes, dtypes, devices, passes), or make the "
+        "varying input dynamic; for Python-value guards see guard-churn."
+    )
+
+
+# --- shapes ------------------------------------------------------------------------------------
+
+
+def _request_shape(request: Request) -> Shape | None:
+    if request.shape:
+        return tuple(int(v) for v in request.shape)
+    for step in request.steps:
+        if step.shape:
+            return tuple(int(v) for v in step.shape)
+    return None
+
+
+def _warm_shapes(run: RunData, pid: int) -> list[Shape]:
+    shapes: list[Shape] = []
+    for request in run.requests:
+        if request.phase == "warmup" and request.pid == pid:
+            shape = _request_shape(request)
+            if shape is not None and shape not in shapes:
+                shapes.append(shape)
+    return shapes
+
+
+def _coverage(shape: Shape, warm: list[Shape]) -> _Coverage:
+    result = _Coverage(shape, warm, exact=shape in warm)
+    same_rank = [w for w in warm if len(w) == len(shape)]
+    if warm and not same_rank:
+        result.rank_mismatch = True
+        return result
+    for i, value in enumerate(shape):
+        values = {w[i] for w in same_rank}
+        if values and value not in values:
+            (result.varied_gaps if len(values) > 1 else result.static_gaps).append(i)
+    return result
+
+
+def _coverage_sentence(cov: _Coverage, rid: str, guard: Guard | None) -> str:
+    live = f"live {rid} is {_fmt(cov.shape)}"
+    if not cov.warm:
+        return f"no warmup request with a shape was seen, so nothing warmed {_fmt(cov.shape)}"
+    served = f"warmup served {_join([_fmt(w) for w in cov.warm])}"
+    if cov.rank_mismatch:
+        return f"{served}; {live}, a shape of another rank"
+    served += f" ({_varied_text(cov.shape, cov.warm)})"
+    if cov.exact:
+        return (
+            f"{served}; {live}, a shape warmup served too: the size guard is on a tensor "
+            "whose size does not follow the request shape"
+        )
+    parts: list[str] = []
+    for i in cov.static_gaps:
+        name = _dim_name(len(cov.shape), i)
+        fixed = cov.warm[0][i]
+        text = (
+            f"{name} {cov.shape[i]} was never warmed: warmup kept the {name} at {fixed}, "
+            f"so Dynamo left it static"
+        )
+        text += _guard_scale(guard, fixed, cov.shape[i], name)
+        parts.append(text)
+    for i in cov.varied_gaps:
+        name = _dim_name(len(cov.shape), i)
+        parts.append(
+            f"{name} {cov.shape[i]} is new, but warmup varied the {name}, so it should be "
+            "dynamic already (look for a specialisation: sizes 0 and 1, or code that reads "
+            "the size as a Python int)"
+        )
+    return f"{served}; {live}: " + "; ".join(parts)
+
+
+def _guard_scale(guard: Guard | None, old: int, new: int, name: str) -> str:
+    """' (freqs_w 4 -> 6 scales as the width 8 -> 12)' when the guard's sizes follow the dim."""
+    if guard is None or old == 0:
+        return ""
+    try:
+        expected, actual = int(str(guard.expected)), int(str(guard.actual))
+    except ValueError:
+        return ""
+    if expected and abs(actual / expected - new / old) < 1e-9:
+        return f" ({guard.source} {expected} -> {actual} scales as the {name} {old} -> {new})"
+    return ""
+
+
+def _varied_text(shape: Shape, warm: list[Shape]) -> str:
+    same_rank = [w for w in warm if len(w) == len(shape)]
+    varied: list[str] = []
+    fixed: list[str] = []
+    for i in range(len(shape)):
+        values = sorted({w[i] for w in same_rank})
+        name = _dim_name(len(shape), i)
+        if len(values) > 1:
+            varied.append(name)
+        elif values:
+            fixed.append(f"{name} fixed at {values[0]}")
+    head = f"{_join(varied)} varied" if varied else "no dimension varied"
+    return head + (f"; {', '.join(fixed)}" if fixed else "")
+
+
+def _dim_name(rank: int, index: int) -> str:
+    names = _DIM_NAMES.get(rank)
+    return names[index] if names else f"dim {index}"
+
+
+# --- INFO: coverage and warmup cost ------------------------------------------------------------
+
+
+def _coverage_finding(run: RunData) -> Finding | None:
+    live: dict[tuple[int, Shape], list[str]] = {}
+    for request in run.requests:
+        shape = _request_shape(request)
+        if request.phase == "live" and shape is not None:
+            live.setdefault((request.pid, shape), []).append(request.request_id)
+    if not live:
+        return None
+    warm_all: dict[Shape, list[str]] = {}
+    for request in run.requests:
+        shape = _request_shape(request)
+        if request.phase == "warmup" and shape is not None:
+            warm_all.setdefault(shape, []).append(request.request_id)
+    not_covered: list[str] = []
+    uncovered_shapes: set[Shape] = set()
+    rows: list[dict[str, object]] = []
+    live_texts: list[str] = []
+    for (pid, shape), rids in live.items():
+        cov = _coverage(shape, _warm_shapes(run, pid))
+        gaps = [_dim_name(len(shape), i) for i in cov.static_gaps]
+        label = f"{_fmt(shape)} ({', '.join(rids)})"
+        live_texts.append(label)
+        if not cov.covered:
+            if gaps:
+                why = f": {_join(gaps)} never warmed"
+            elif not cov.warm:
+                why = ": no warmup request with a shape"
+            else:
+                why = ": a shape of another rank" if cov.rank_mismatch else ""
+            not_covered.append(label + why)
+            uncovered_shapes.add(shape)
+        rows.append(
+            {"shape": list(shape), "requests": rids, "covered": cov.covered, "uncovered": gaps}
+        )
+    shapes = {shape for _, shape in live}
+    covered_n = len(shapes - uncovered_shapes)
+    evidence = [
+        f"live traffic used {len(shapes)} shape(s): {_join(live_texts)}",
+        "warmup served "
+        + (
+            _join([f"{_fmt(s)} ({', '.join(r)})" for s, r in warm_all.items()])
+            if warm_all
+            else "no request with a shape"
+        ),
+    ]
+    if not_covered:
+        evidence.append(f"not covered by warmup: {_join(not_covered)}")
+        title = (
+            f"Warmup covered {covered_n} of {len(shapes)} live shape(s); "
+            f"not covered: {_join(sorted(_fmt(s) for s in uncovered_shapes))}"
+        )
+    else:
+        title = f"Warmup covered every live shape ({len(shapes)})"
+    evidence.append(
+        "a live shape counts as covered when warmup served it, or when it differs only in "
+        "dimensions warmup varied (automatic dynamic makes those dynamic)"
+    )
+    return Finding(
+        id=f"{ANALYZER}:warmup-coverage{_id_suffix(run, None)}",
+        analyzer=ANALYZER,
+        severity="info",
+        title=title,
+        evidence=evidence,
+        fix="Warm up every shape class live traffic sends: for each dimension that varies live, "
+        "serve at least two values of it in warmup (or mark it dynamic).",
+        run=run.label,
+        data={
+            "live_shapes": rows,
+            "warmup_shapes": [{"shape": list(s), "requests": r} for s, r in warm_all.items()],
+        },
+    )
+
+
+def _warmup_compiles_finding(run: RunData) -> Finding | None:
+    warm = [c for c in run.compiles if c.phase == "warmup"]
+    if not warm:
+        return None
+    total = sum(c.duration_s or 0.0 for c in warm)
+    by_frame: dict[str, list[Compile]] = {}
+    for item in warm:
+        by_frame.setdefault(_frame_name(item), []).append(item)
+    evidence = []
+    for frame, items in by_frame.items():
+        by_step: dict[tuple[str | None, int | None], list[Compile]] = {}
+        for item in items:
+            by_step.setdefault((item.request_id, item.step), []).append(item)
+        spots = [
+            f"{rid or 'no request'} step {step}: "
+            + (f"{len(group)} compiles, " if len(group) > 1 else "")
+            + _secs(sum(c.duration_s or 0.0 for c in group))
+            for (rid, step), group in by_step.items()
+        ]
+        more = f"; {len(spots) - 6} more" if len(spots) > 6 else ""
+        evidence.append(
+            f"{frame}: {len(items)} compile(s), "
+            f"{_secs(sum(c.duration_s or 0.0 for c in items))} ({'; '.join(spots[:6])}{more})"
+        )
+    live = [c for c in run.compiles if c.live and c.result != "recompile_limit"]
+    if live:
+        evidence.append(
+            f"still compiled during live requests: {len(live)} compile(s), "
+            f"{_secs(sum(c.duration_s or 0.0 for c in live))} (the live-compile errors)"
+        )
+    return Finding(
+        id=f"{ANALYZER}:warmup-compiles{_id_suffix(run, None)}",
+        analyzer=ANALYZER,
+        severity="info",
+        title=f"Warmup moved {len(warm)} compile(s), {_secs(total)} of cold start, "
+        "out of live traffic",
+        evidence=evidence,
+        fix="Nothing to fix: this is the cost warmup is for.",
+        run=run.label,
+        data={"compiles": len(warm), "compile_s": round(total, 6), "live_compiles": len(live)},
+    )
+
+
+# --- text helpers ------------------------------------------------------------------------------
+
+
+def _frame_name(item: Compile) -> str:
+    return item.frame.name if item.frame is not None else "<unknown frame>"
+
+
+def _guard_text(guard: Guard) -> str:
+    text = _CID_PREFIX.sub("", guard.raw, count=1)
+    text = _COMMENT.split(text, maxsplit=1)[0].strip()
+    if not text:
+        text = f"{guard.source} == {guard.expected}" if guard.source else guard.kind
+    return text[:200]
+
+
+def _guard_short(guard: Guard, with_id: bool = False) -> str:
+    prefix = f"{guard.compile_id} " if with_id and guard.compile_id else ""
+    return f"{prefix}{_guard_text(guard)}"
+
+
+def _guard_long(guard: Guard) -> str:
+    text = _guard_text(guard)
+    line = f"{guard.kind} on {guard.source or '?'}: {text}"
+    if guard.expected is not None and "expected" not in text:
+        line += f" (expected {guard.expected}"
+        line += f", actual {guard.actual})" if guard.actual is not None else ")"
+    if guard.user_location:
+        line += f" at {guard.user_location}"
+    return line
+
+
+def _steps_text(steps: list[int]) -> str:
+    if not steps:
+        return "no step"
+    if len(steps) == 1:
+        return f"step {steps[0]}"
+    return "steps " + ", ".join(str(s) for s in steps)
+
+
+def _fmt(shape: Shape | list[int] | None) -> str:
+    return "x".join(str(v) for v in shape) if shape else "?"
+
+
+def _join(items: list[str]) -> str:
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _secs(value: float) -> str:
+    if value >= 0.9995:
+        return f"{value:.2f} s"
+    return f"{value * 1000:.1f} ms" if value < 0.01 else f"{value * 1000:.0f} ms"
+
+
+def _proc_tag(run: RunData, pid: int | None) -> str:
+    if pid is None or len(run.processes) <= 1:
+        return ""
+    for index, process in enumerate(run.processes):
+        if process.pid == pid:
+            return f"rank{process.rank}" if process.rank is not None else f"proc{index}"
+    return f"pid{pid}"
+
+
+def _id_suffix(run: RunData, pid: int | None) -> str:
+    tag = _proc_tag(run, pid)
+    return (f"@{tag}" if tag else "") + ("" if run.label == "compiled" else f"@{run.label}")
+
+
+def _tag_lines(run: RunData, pid: int) -> list[str]:
+    tag = _proc_tag(run, pid)
+    return [f"process {tag} (pid {pid})"] if tag else []

@@ -1,0 +1,273 @@
+"""recompile-limit: a frame that hit torch's recompile limit and silently went eager.
+
+Why: when a frame holds `torch._dynamo.config.recompile_limit` cache entries (8 by default) and
+a call matches none of them, Dynamo stops compiling it: from then on such calls run the frame
+eagerly, with no further compile and no message beyond one log line. The service keeps working
+and simply gets slower (on the H200 the reference block went from 25-37 ms compiled steps to
+44.5 ms), which no error surfaces. Each hit is an error here: the frame, where it happened
+(phase, request, step), the guard that was still failing (the churn behind it), the cache
+entries the frame holds, and the eager fallback that followed: the `eager_fallback` event when
+the profiler's region marker saw it, else the live steps that ran after the hit.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+
+from diag.findings import Finding
+from diag.run import Compile, Event, Frame, Guard, RunData, Step, Trace
+
+ANALYZER = "recompile-limit"
+
+_CID_PREFIX = re.compile(r"^\s*(?:-\s+)?!?[\d/_]+:\s+")
+_COMMENT = re.compile(r"\s{2,}#")
+_SIZE_KINDS = ("tensor-size", "tensor-stride")
+
+
+def analyze(trace: Trace) -> list[Finding]:
+    findings: list[Finding] = []
+    for run in trace.runs.values():
+        seen: dict[str, int] = {}
+        for event in run.of("recompile_limit"):
+            frame = Frame.from_event(event.data.get("frame"))
+            name = frame.name if frame is not None else "<unknown frame>"
+            index = seen.get(name, 0)
+            seen[name] = index + 1
+            findings.append(_finding(run, event, frame, name, index))
+    return findings
+
+
+def _finding(run: RunData, event: Event, frame: Frame | None, name: str, index: int) -> Finding:
+    phase, rid, step = event.position
+    where = _where(phase, rid, step)
+    epoch = event.data.get("epoch")
+    compile_id = event.data.get("compile_id")
+    reason = event.data.get("reason") or "no reason recorded"
+    limited = _limit_compile(run, event)
+    guards = limited.guards if limited is not None else []
+    entries_at_hit = _entries_at(run, frame, name, event.t)
+    entries_exit = _entries_exit(run, frame, name)
+    before = [
+        c
+        for c in run.compiles
+        if c.pid == event.pid
+        and (c.frame.name if c.frame else None) == name
+        and c.epoch == epoch
+        and c.t < event.t
+        and c.result != "recompile_limit"
+    ]
+    after = _steps_after(run, event)
+    fallback = _fallback(run, event, name)
+
+    evidence = [
+        f"{name} hit the recompile limit at {where} (compile {compile_id}): {reason}",
+    ]
+    if guards:
+        evidence.append(f"the guard still failing at the hit: {_guard_long(guards[0])}")
+        if len(guards) > 1:
+            sources = sorted({g.source or g.kind for g in guards})
+            evidence.append(
+                f"every one of its {len(guards)} cache entries rejected the call; their failing "
+                f"guards read {', '.join(sources)}"
+            )
+    else:
+        evidence.append("no failing-guard list was recorded for the limited compile")
+    if before:
+        warm = sum(1 for c in before if c.phase == "warmup")
+        live = sum(1 for c in before if c.live)
+        seconds = sum(c.duration_s or 0.0 for c in before)
+        evidence.append(
+            f"{name} compiled {len(before)} time(s) before the hit ({warm} in warmup, "
+            f"{live} live; {_secs(seconds)} of compile)"
+        )
+    held = entries_at_hit if entries_at_hit is not None else entries_exit
+    if held is not None:
+        evidence.append(
+            f"{name} holds {held} cache entries"
+            + (f" ({entries_exit} at exit)" if entries_exit not in (None, held) else "")
+            + ": the recompile limit (torch._dynamo.config.recompile_limit, 8 by default) "
+            "is reached"
+        )
+    if fallback is not None:
+        f_phase, f_rid, f_step = fallback.position
+        evidence.append(
+            f"eager fallback: the next call of {name} ran eagerly at "
+            f"{_where(f_phase, f_rid, f_step)} (eager_fallback event)"
+        )
+    else:
+        evidence.append(
+            f"from the hit on, calls of {name} that match none of its cache entries run "
+            "eagerly, with no further compile or message (no eager_fallback event: that marker "
+            "needs --profile)"
+        )
+    if after:
+        times = [s.wall_s for s in after if s.wall_s is not None]
+        median = f"; median step {_secs(statistics.median(times))}" if times else ""
+        evidence.append(
+            f"{len(after)} live step(s) ran from the hit on ({_steps_list(after)}){median}"
+        )
+    else:
+        evidence.append("no live step ran after the hit")
+    evidence.extend(_tag_lines(run, event.pid))
+
+    source = guards[0].source if guards else None
+    return Finding(
+        id=f"{ANALYZER}:{name}" + (f":{index + 1}" if index else "") + _id_suffix(run, event.pid),
+        analyzer=ANALYZER,
+        severity="error",
+        title=f"{name} hit the recompile limit at {where} and runs eagerly from then on"
+        + (f" (churning guard: {source})" if source else ""),
+        evidence=evidence,
+        fix=_fix(guards[0] if guards else None),
+        location=frame.location if frame is not None else None,
+        run=run.label,
+        data={
+            "frame": name,
+            "phase": phase,
+            "request_id": rid,
+            "step": step,
+            "compile_id": compile_id,
+            "reason": reason,
+            "guards": [
+                {"kind": g.kind, "source": g.source, "expected": g.expected, "actual": g.actual}
+                for g in guards
+            ],
+            "cache_entries": held,
+            "compiles_before": len(before),
+            "eager_fallback": fallback.position if fallback is not None else None,
+            "live_steps_after": len(after),
+        },
+    )
+
+
+def _limit_compile(run: RunData, event: Event) -> Compile | None:
+    candidates = [
+        c
+        for c in run.compiles
+        if c.pid == event.pid
+        and c.compile_id == event.data.get("compile_id")
+        and c.epoch == event.data.get("epoch")
+    ]
+    limited = [c for c in candidates if c.result == "recompile_limit"]
+    found = limited or candidates
+    return found[-1] if found else None
+
+
+def _same_frame(a: Frame, frame: Frame | None, name: str) -> bool:
+    return a == frame if frame is not None else a.name == name
+
+
+def _entries_at(run: RunData, frame: Frame | None, name: str, t: int) -> int | None:
+    """Entries the frame held at the hit: the last count recorded before it.
+
+    With several processes (ranks), the largest count any of them had recorded by then.
+    """
+    latest = {
+        pid: n
+        for when, pid, _, _, f, n in run.cache_history
+        if when <= t and _same_frame(f, frame, name)
+    }
+    return max(latest.values()) if latest else None
+
+
+def _entries_exit(run: RunData, frame: Frame | None, name: str) -> int | None:
+    counts = [n for f, n in run.cache_entries().items() if _same_frame(f, frame, name)]
+    return max(counts) if counts else None
+
+
+def _steps_after(run: RunData, event: Event) -> list[Step]:
+    """Live steps of the process that were running at the hit or started after it."""
+    return [
+        s
+        for s in run.steps
+        if s.pid == event.pid and s.phase == "live" and (s.end_t is None or s.end_t >= event.t)
+    ]
+
+
+def _fallback(run: RunData, event: Event, name: str) -> Event | None:
+    for item in run.of("eager_fallback"):
+        frame = Frame.from_event(item.data.get("frame"))
+        if item.pid == event.pid and item.t >= event.t and frame is not None:
+            if frame.name == name:
+                return item
+    return None
+
+
+def _fix(guard: Guard | None) -> str:
+    raising = (
+        "Raising torch._dynamo.config.recompile_limit only hides it: every new value still "
+        "compiles, and the cache keeps growing."
+    )
+    if guard is not None and guard.kind in _SIZE_KINDS:
+        return (
+            f"The frame keeps recompiling on the size of {guard.source or 'an input'}: warm up "
+            "two values of that dimension so automatic dynamic marks it, or mark it dynamic "
+            f"(torch._dynamo.mark_dynamic). {raising}"
+        )
+    churn = f" ({guard.source})" if guard is not None and guard.source else ""
+    return (
+        f"Find the guard that keeps failing{churn}, see guard-churn: pass the value in as a "
+        f"tensor or resolve it before the compiled frame, so one entry serves every call. "
+        f"{raising}"
+    )
+
+
+def _guard_long(guard: Guard) -> str:
+    text = _CID_PREFIX.sub("", guard.raw, count=1)
+    text = _COMMENT.split(text, maxsplit=1)[0].strip()[:200] or guard.kind
+    line = f"{guard.kind} on {guard.source or '?'}: {text}"
+    if guard.expected is not None and "expected" not in text:
+        line += f" (expected {guard.expected}"
+        line += f", actual {guard.actual})" if guard.actual is not None else ")"
+    if guard.user_location:
+        line += f" at {guard.user_location}"
+    return line
+
+
+def _where(phase: str, rid: str | None, step: int | None) -> str:
+    if rid is None:
+        return f"{phase}, outside a request"
+    return f"{phase} {rid}" + (f" step {step}" if step is not None else "")
+
+
+def _steps_list(steps: list[Step]) -> str:
+    by_request: dict[str, list[int]] = {}
+    for step in steps:
+        by_request.setdefault(step.request_id, []).append(step.index)
+    parts = []
+    for rid, indexes in by_request.items():
+        lo, hi = min(indexes), max(indexes)
+        contiguous = sorted(indexes) == list(range(lo, hi + 1))
+        if len(indexes) == 1:
+            parts.append(f"{rid} step {lo}")
+        elif contiguous:
+            parts.append(f"{rid} steps {lo}-{hi}")
+        else:
+            parts.append(f"{rid} steps {', '.join(str(i) for i in sorted(indexes))}")
+    return "; ".join(parts)
+
+
+def _secs(value: float) -> str:
+    if value >= 0.9995:
+        return f"{value:.2f} s"
+    return f"{value * 1000:.1f} ms" if value < 0.01 else f"{value * 1000:.0f} ms"
+
+
+def _proc_tag(run: RunData, pid: int | None) -> str:
+    if pid is None or len(run.processes) <= 1:
+        return ""
+    for index, process in enumerate(run.processes):
+        if process.pid == pid:
+            return f"rank{process.rank}" if process.rank is not None else f"proc{index}"
+    return f"pid{pid}"
+
+
+def _id_suffix(run: RunData, pid: int | None) -> str:
+    tag = _proc_tag(run, pid)
+    return (f"@{tag}" if tag else "") + ("" if run.label == "compiled" else f"@{run.label}")
+
+
+def _tag_lines(run: RunData, pid: int) -> list[str]:
+    tag = _proc_tag(run, pid)
+    return [f"process {tag} (pid {pid})"] if tag else []

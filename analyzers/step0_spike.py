@@ -1,0 +1,347 @@
+"""step0-spike: a live request whose first step is far slower than its own steady steps.
+
+Why: users see the latency of the whole request, and step 0 is where one-off costs land: a
+recompile (the new shape or value reaches the compiled frame there first), the profiler
+starting, the caching allocator growing its pool. Averages hide it; comparing step 0 with the
+same request's other steps does not, and the attribution says which of those costs it was.
+
+Threshold: step 0 is a spike when it takes at least twice the median of the request's other
+steps AND at least 50 ms more than that median. On the H200 (docs/FIXTURES.md) a live
+recompile made step 0 3x to 200x the steady median (the smallest: LTX guard-churn r1, 170 vs
+56.6 ms), while clean step 0s stayed within 1.5x (qwen compiled r0: 49 vs 34 ms); 2x sits
+between with margin on both sides, and the 50 ms floor keeps the jitter of millisecond steps
+(small CPU runs) from counting. The median of the others, not their mean, so that one slow
+steady step does not move the baseline; and step 0 must also be slower than every one of them,
+since a steady step as slow as step 0 makes it no first-step cost but noise.
+
+Times: Step.gpu_s when step 0 and every baseline step have it (CUDA events), else wall_s for
+all of them. Profiled steps are left out of the baseline (the profiler slows them); a request
+needs at least 2 unprofiled other steps, else it is skipped.
+
+Attribution, first match wins (the others still appear as evidence): compiles inside step 0,
+when their summed seconds are at least half the excess; the profiler, if step 0 was profiled;
+allocator growth, if the reserved bytes grew against the previous step; else unknown (with the
+compiles listed if there were any too short to explain it, e.g. a recompile-limit hit, which
+compiles nothing). Severity is
+warning throughout: a live compile is already an error of live-compile, which this finding
+names instead of repeating it. Warmup requests are not checked: their step-0 compiles are the
+expected cost that live-compile's INFO reports.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from diag.findings import Finding
+from diag.run import Compile, Request, RunData, Step, Trace
+
+ANALYZER = "step0-spike"
+
+#: Step 0 must take at least FACTOR x the steady median ...
+FACTOR = 2.0
+#: ... and at least FLOOR_S more than it.
+FLOOR_S = 0.050
+#: Unprofiled other steps the baseline needs.
+MIN_BASELINE = 2
+#: Compiles "explain" the excess when their seconds are at least this share of it.
+EXPLAINED_SHARE = 0.5
+
+
+@dataclass
+class _Timing:
+    step0: float
+    median: float
+    slowest: float  # the slowest baseline step
+    metric: str  # "gpu" or "wall"
+    baseline_steps: list[int]
+    profiled_left_out: list[int]
+
+    @property
+    def excess(self) -> float:
+        return self.step0 - self.median
+
+    @property
+    def spike(self) -> bool:
+        return (
+            self.step0 >= FACTOR * self.median
+            and self.excess >= FLOOR_S
+            and self.step0 > self.slowest
+        )
+
+
+def analyze(trace: Trace) -> list[Finding]:
+    findings: list[Finding] = []
+    for run in trace.runs.values():
+        for request in run.requests:
+            if request.phase != "live":
+                continue
+            finding = _check(run, request)
+            if finding is not None:
+                findings.append(finding)
+    return findings
+
+
+def _timing(request: Request) -> tuple[Step, _Timing] | None:
+    step0 = next((s for s in request.steps if s.index == 0), None)
+    if step0 is None:
+        return None
+    others = [s for s in request.steps if s is not step0]
+    baseline = [s for s in others if not s.profiled]
+    use_gpu = step0.gpu_s is not None and all(s.gpu_s is not None for s in baseline)
+
+    def value(step: Step) -> float | None:
+        return step.gpu_s if use_gpu else step.wall_s
+
+    t0 = value(step0)
+    times = [(s.index, v) for s in baseline if (v := value(s)) is not None]
+    if t0 is None or len(times) < MIN_BASELINE:
+        return None
+    timing = _Timing(
+        step0=float(t0),
+        median=float(statistics.median(v for _, v in times)),
+        slowest=float(max(v for _, v in times)),
+        metric="gpu" if use_gpu else "wall",
+        baseline_steps=[i for i, _ in times],
+        profiled_left_out=[s.index for s in others if s.profiled],
+    )
+    return step0, timing
+
+
+def _check(run: RunData, request: Request) -> Finding | None:
+    found = _timing(request)
+    if found is None:
+        return None
+    step0, timing = found
+    if not timing.spike:
+        return None
+    rid = request.request_id
+    compiles = [
+        c
+        for c in run.compiles
+        if c.pid == request.pid and c.request_id == rid and c.step == step0.index
+    ]
+    compile_s = sum(c.duration_s or 0.0 for c in compiles)
+    growth = _reserved_growth(run, step0)
+    window = _profile_window(run, step0)
+
+    ratio = timing.step0 / timing.median if timing.median > 0 else float("inf")
+    metric = "GPU time from CUDA events" if timing.metric == "gpu" else "wall time"
+    left_out = (
+        f"; profiled steps {_ints(timing.profiled_left_out)} left out"
+        if timing.profiled_left_out
+        else ""
+    )
+    evidence = [
+        f"live request {rid} step 0 took {_secs(timing.step0)} ({metric}) against a steady "
+        f"median of {_secs(timing.median)} over steps {_ints(timing.baseline_steps)}"
+        f"{left_out}: {ratio:.1f}x, {_secs(timing.excess)} more",
+        f"threshold: at least {FACTOR:g}x the median, {FLOOR_S * 1000:.0f} ms more, and "
+        f"slower than every steady step (the slowest: {_secs(timing.slowest)})",
+    ]
+    causes: list[str] = []
+    location: str | None = None
+    frames = sorted({c.frame.name if c.frame else "<unknown frame>" for c in compiles})
+    share = compile_s / timing.excess if timing.excess > 0 else 1.0
+    if compiles:
+        if share >= EXPLAINED_SHARE:
+            causes.append("compile")
+        evidence.extend(_compile_line(c) for c in compiles)
+        evidence.append(
+            f"compiles in the step: {_secs(compile_s)} of the {_secs(timing.excess)} excess "
+            f"({min(share, 9.99) * 100:.0f}%)"
+            + (
+                ""
+                if share >= EXPLAINED_SHARE
+                else f"; the other {_secs(timing.excess - compile_s)} is not explained by them"
+            )
+        )
+        evidence.append(_cross_reference(run, request, compiles))
+        biggest = max(compiles, key=lambda c: c.duration_s or 0.0)
+        if causes:
+            location = biggest.frame.location if biggest.frame is not None else None
+    if step0.profiled:
+        causes.append("profiler")
+        name = f" (window {window})" if window else ""
+        evidence.append(
+            f"step 0 ran under torch.profiler{name}: the profiler's start-up and "
+            "instrumentation land on the first profiled step"
+        )
+    if growth is not None:
+        causes.append("allocator")
+        before, after, prev = growth
+        evidence.append(
+            f"reserved GPU memory grew {_bytes(before)} -> {_bytes(after)} "
+            f"(+{_bytes(after - before)}) against the previous step ({prev.request_id} step "
+            f"{prev.index}): the caching allocator took new memory from the driver in step 0"
+        )
+    cause = causes[0] if causes else "unknown"
+    if cause == "unknown":
+        evidence.append(
+            "no compile that explains it, no profiler and no allocator growth in step 0: the "
+            "cause is not in the trace (a host-side pause, e.g. Python's garbage collector or "
+            "another process, looks like this)"
+        )
+    evidence.extend(_tag_lines(run, request.pid))
+    title = (
+        f"Live request {rid} step 0 took {_secs(timing.step0)}, {ratio:.1f}x its steady "
+        f"{_secs(timing.median)}: {_cause_title(cause, compiles, compile_s, frames, growth)}"
+    )
+    return Finding(
+        id=f"{ANALYZER}:{rid}{_id_suffix(run, request.pid)}",
+        analyzer=ANALYZER,
+        severity="warning",
+        title=title,
+        evidence=evidence,
+        fix=_fix(cause, frames),
+        location=location,
+        run=run.label,
+        data={
+            "request_id": rid,
+            "step0_s": timing.step0,
+            "median_s": timing.median,
+            "excess_s": timing.excess,
+            "metric": timing.metric,
+            "baseline_steps": timing.baseline_steps,
+            "cause": cause,
+            "causes": causes,
+            "compile_ids": [c.compile_id for c in compiles],
+            "compile_s": round(compile_s, 6),
+            "frames": frames,
+        },
+    )
+
+
+def _compile_line(item: Compile) -> str:
+    frame = item.frame.name if item.frame is not None else "<unknown frame>"
+    result = "" if item.result == "ok" else f", result {item.result}"
+    line = f"compile {item.compile_id} of {frame}: {_secs(item.duration_s or 0.0)}{result}"
+    if item.guards:
+        guard = item.guards[0]
+        line += f"; failing guard: {guard.kind} on {guard.source or '?'}"
+        if guard.expected is not None:
+            line += f" (expected {guard.expected}"
+            line += f", actual {guard.actual})" if guard.actual is not None else ")"
+    else:
+        line += "; first compile of the frame"
+    return line
+
+
+def _cross_reference(run: RunData, request: Request, compiles: list[Compile]) -> str:
+    """Name the error findings that already report these compiles (the same ids they use)."""
+    suffix = _id_suffix(run, request.pid)
+    names = {c.frame.name if c.frame else "<unknown frame>": c.result for c in compiles}
+    ids = [
+        f"live-compile:{name}:{request.request_id}{suffix}"
+        if result != "recompile_limit"
+        else f"recompile-limit:{name}{suffix}"
+        for name, result in sorted(names.items())
+    ]
+    return (
+        f"the compile(s) themselves are reported as errors ({', '.join(ids)}); this finding "
+        "measures what they cost the request"
+    )
+
+
+def _reserved_growth(run: RunData, step0: Step) -> tuple[int, int, Step] | None:
+    """(reserved before, after, previous step) when reserved bytes grew across step 0."""
+    earlier = [
+        s for s in run.steps if s.pid == step0.pid and s is not step0 and s.start_t < step0.start_t
+    ]
+    if not earlier or step0.memory is None:
+        return None
+    prev = max(earlier, key=lambda s: s.start_t)
+    if prev.memory is None:
+        return None
+    before, after = prev.memory.get("reserved"), step0.memory.get("reserved")
+    if isinstance(before, int) and isinstance(after, int) and after > before:
+        return before, after, prev
+    return None
+
+
+def _profile_window(run: RunData, step0: Step) -> str | None:
+    windows = [
+        e for e in run.of("profile_window_start") if e.pid == step0.pid and e.t <= step0.start_t
+    ]
+    if not windows:
+        return None
+    window = windows[-1].data.get("window")
+    return str(window) if window else None
+
+
+def _cause_title(
+    cause: str,
+    compiles: list[Compile],
+    compile_s: float,
+    frames: list[str],
+    growth: tuple[int, int, Step] | None,
+) -> str:
+    if cause == "compile":
+        return f"{len(compiles)} compile(s) of {', '.join(frames)} ({_secs(compile_s)})"
+    if cause == "profiler":
+        return "the profiler starting"
+    if cause == "allocator" and growth is not None:
+        return f"the allocator grew its reserve by {_bytes(growth[1] - growth[0])}"
+    if compiles:
+        return f"cause unknown (compiles in the step took only {_secs(compile_s)})"
+    return "cause unknown"
+
+
+def _fix(cause: str, frames: list[str]) -> str:
+    if cause == "compile":
+        return (
+            f"Move the compile out of live traffic: see live-compile's fix for "
+            f"{', '.join(frames)} (warm up the shape or value that triggered it, or make it "
+            "dynamic)."
+        )
+    if cause == "profiler":
+        return (
+            "Nothing to fix in the program: read step times from unprofiled steps, or profile "
+            "steady steps (--profile steady:N) when timing matters."
+        )
+    if cause == "allocator":
+        return (
+            "Let warmup grow the allocator: warm up at the largest live shape, and don't call "
+            "torch.cuda.empty_cache() between requests (see warmup-hygiene)."
+        )
+    return (
+        "Profile the first step of a live request (diag record --profile new-shapes) to see "
+        "where the time goes: lazy initialisation (cuBLAS/cuDNN handles, autotuning), CUDA "
+        "graph capture and first-call data loading are common causes."
+    )
+
+
+def _ints(values: list[int]) -> str:
+    return ", ".join(str(v) for v in values)
+
+
+def _secs(value: float) -> str:
+    if value >= 0.9995:
+        return f"{value:.2f} s"
+    return f"{value * 1000:.1f} ms" if value < 0.01 else f"{value * 1000:.0f} ms"
+
+
+def _bytes(value: int) -> str:
+    if abs(value) >= 1 << 30:
+        return f"{value / (1 << 30):.2f} GiB"
+    return f"{value / (1 << 20):.0f} MiB"
+
+
+def _proc_tag(run: RunData, pid: int | None) -> str:
+    if pid is None or len(run.processes) <= 1:
+        return ""
+    for index, process in enumerate(run.processes):
+        if process.pid == pid:
+            return f"rank{process.rank}" if process.rank is not None else f"proc{index}"
+    return f"pid{pid}"
+
+
+def _id_suffix(run: RunData, pid: int | None) -> str:
+    """The same suffix live-compile puts on its ids, so that ids quoted here match."""
+    tag = _proc_tag(run, pid)
+    return (f"@{tag}" if tag else "") + ("" if run.label == "compiled" else f"@{run.label}")
+
+
+def _tag_lines(run: RunData, pid: int) -> list[str]:
+    tag = _proc_tag(run, pid)
+    return [f"process {tag} (pid {pid})"] if tag else []

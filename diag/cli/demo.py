@@ -1,0 +1,69 @@
+"""Record the built-in reference model with planted problems, then print what diag finds."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+class DemoCommand:
+    """Record the built-in reference model with a planted problem and print the findings."""
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument(
+            "-o",
+            "--output",
+            type=Path,
+            default=Path("diag-demo"),
+            help="trace directory (default: diag-demo; an earlier demo is replaced)",
+        )
+        parser.add_argument(
+            "--plant",
+            action="append",
+            metavar="NAME",
+            help="problem to plant (default: unwarmed-shape and guard-churn); "
+            "see python -m diag.fixtures --help",
+        )
+        parser.add_argument("--model", default="wan", choices=["wan", "qwen", "ltx"])
+
+    def run(self, args: argparse.Namespace) -> int:
+        from diag.analysis import analyze_trace
+        from diag.findings import findings_to_text
+        from diag.launcher import RecordOptions, record
+        from diag.summary import summarize
+
+        plants = args.plant or ["unwarmed-shape", "guard-churn"]
+        command = [
+            sys.executable,
+            "-m",
+            "diag.fixtures",
+            "--model",
+            args.model,
+            "--compile",
+            "--backend",
+            "aot_eager",
+            "-q",
+        ]
+        for plant in plants:
+            command += ["--plant", plant]
+        print(
+            f"diag demo: recording the reference service ({args.model}, aot_eager, "
+            f"plants: {', '.join(plants)}) into {args.output}/ ...",
+            file=sys.stderr,
+        )
+        trace_dir, outcomes = record(RecordOptions(command=command, output=args.output, force=True))
+        if outcomes[0].status != "complete":
+            print(
+                f"diag demo: the reference service failed ({outcomes[0].status})", file=sys.stderr
+            )
+            return outcomes[0].shell_code or 1
+        for summary in summarize(trace_dir):
+            for line in summary.lines():
+                print(f"  {line}", file=sys.stderr)
+        print(findings_to_text(analyze_trace(trace_dir)))
+        print(
+            f"\nnext:\n  diag analyze {trace_dir} --json\n  less {trace_dir}/manifest.json",
+            file=sys.stderr,
+        )
+        return 0

@@ -1,0 +1,377 @@
+"""The Run model: a trace directory's events, read into plain objects that analyzers query.
+
+Built by `load_trace(path)` from the manifest and the per-process event files (docs/FORMAT.md)
+with the standard library only, so `diag check` stays fast. Kineto traces are not read here:
+they are opened on demand by the analyses that need kernels.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from diag.errors import DiagError
+from diag.summary import iter_events
+from diag.traceformat import EVENTS_FILE, FORMAT_NAME, FORMAT_VERSION, MANIFEST, RUNS_DIR
+
+Position = tuple[str, str | None, int | None]  # phase, request id, step
+
+
+@dataclass(frozen=True)
+class Frame:
+    name: str
+    file: str | None
+    line: int | None
+
+    @property
+    def location(self) -> str:
+        return f"{self.file}:{self.line}" if self.file else self.name
+
+    @staticmethod
+    def from_event(data: Any) -> Frame | None:
+        if not isinstance(data, dict) or not data.get("name"):
+            return None
+        line = data.get("line")
+        return Frame(
+            str(data["name"]), data.get("file"), int(line) if isinstance(line, int) else None
+        )
+
+
+@dataclass
+class Guard:
+    kind: str
+    source: str | None
+    expected: str | None
+    actual: str | None
+    user_location: str | None
+    raw: str
+    compile_id: str | None = None
+
+
+@dataclass
+class Compile:
+    """One Dynamo compile attempt, with the guards that triggered it if it was a recompile."""
+
+    compile_id: str
+    epoch: int
+    frame: Frame | None
+    result: str  # ok, failed, recompile_limit
+    duration_s: float | None
+    t: int
+    start_t: int | None
+    phase: str
+    request_id: str | None
+    step: int | None
+    pid: int
+    guards: list[Guard] = field(default_factory=list)
+    fail_reason: str | None = None
+
+    @property
+    def is_recompile(self) -> bool:
+        return bool(self.guards)
+
+    @property
+    def live(self) -> bool:
+        return self.phase == "live" and self.request_id is not None
+
+
+@dataclass
+class Step:
+    request_id: str
+    index: int
+    phase: str
+    start_t: int
+    end_t: int | None
+    wall_s: float | None
+    gpu_s: float | None
+    profiled: bool
+    shape: list[int] | None
+    memory: dict[str, int] | None
+    pid: int
+
+
+@dataclass
+class Request:
+    request_id: str
+    phase: str
+    shape: list[int] | None
+    pid: int
+    start_t: int
+    end_t: int | None = None
+    steps: list[Step] = field(default_factory=list)
+
+
+@dataclass
+class Event:
+    """Any other event, kept whole (graph breaks, limit hits, hygiene calls, magi_compile...)."""
+
+    kind: str
+    t: int
+    pid: int
+    data: dict[str, Any]
+
+    @property
+    def position(self) -> Position:
+        return (
+            str(self.data.get("phase") or "live"),
+            self.data.get("request_id"),
+            self.data.get("step"),
+        )
+
+
+@dataclass
+class Process:
+    pid: int
+    rank: int | None
+    folder: Path
+    argv: list[str]
+    versions: dict[str, Any]
+    ended: bool
+    adapter: str | None = None
+
+
+@dataclass
+class RunData:
+    """One run of the command: `compiled` (as given) or `eager` (the baseline)."""
+
+    label: str
+    folder: Path
+    status: str | None
+    processes: list[Process] = field(default_factory=list)
+    requests: list[Request] = field(default_factory=list)
+    compiles: list[Compile] = field(default_factory=list)
+    # (pid, frame) -> entries at that process's exit.
+    cache_final: dict[tuple[int, Frame], int] = field(default_factory=dict)
+    # (t, pid, request id, step, frame, entries), one row per change reported at a step end.
+    cache_history: list[tuple[int, int, str | None, int | None, Frame, int]] = field(
+        default_factory=list
+    )
+    events: list[Event] = field(default_factory=list)
+    collector_errors: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def steps(self) -> list[Step]:
+        return [step for request in self.requests for step in request.steps]
+
+    def of(self, kind: str) -> list[Event]:
+        return [e for e in self.events if e.kind == kind]
+
+    def cache_entries(self) -> dict[Frame, int]:
+        """Entries per code object: each process's count at exit (the last one it reported if it
+        never exited), the largest over processes (ranks compile the same frames)."""
+        latest: dict[tuple[int, Frame], int] = {
+            (pid, frame): entries for _, pid, _, _, frame, entries in self.cache_history
+        }
+        latest.update(self.cache_final)
+        result: dict[Frame, int] = {}
+        for (_, frame), entries in latest.items():
+            result[frame] = max(entries, result.get(frame, 0))
+        return result
+
+    @property
+    def adapters(self) -> set[str]:
+        return {p.adapter for p in self.processes if p.adapter}
+
+
+@dataclass
+class Trace:
+    path: Path
+    manifest: dict[str, Any]
+    runs: dict[str, RunData]
+
+    @property
+    def compiled(self) -> RunData | None:
+        return self.runs.get("compiled")
+
+    @property
+    def eager(self) -> RunData | None:
+        return self.runs.get("eager")
+
+
+def read_manifest(path: Path) -> dict[str, Any]:
+    """The manifest, or a DiagError (exit 2) that says which way the directory is not usable."""
+    if not path.exists():
+        raise DiagError(f"{path}: no such trace directory")
+    if not path.is_dir():
+        raise DiagError(f"{path}: not a directory")
+    manifest_path = path / MANIFEST
+    if not manifest_path.exists():
+        raise DiagError(f"{path}: not a diag trace directory (no {MANIFEST})")
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise DiagError(f"{manifest_path}: truncated or corrupt (not valid JSON)") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
+        raise DiagError(f"{manifest_path}: not a diag trace manifest")
+    version = manifest.get("version")
+    if not isinstance(version, int):
+        raise DiagError(f"{manifest_path}: no format version")
+    if version > FORMAT_VERSION:
+        raise DiagError(
+            f"{path}: written by a newer diag (format version {version}; this diag reads "
+            f"up to {FORMAT_VERSION}); upgrade diag"
+        )
+    return manifest
+
+
+def load_trace(path: Path) -> Trace:
+    manifest = read_manifest(path)
+    runs: dict[str, RunData] = {}
+    statuses = {
+        r.get("label"): r.get("status") for r in manifest.get("runs", []) if isinstance(r, dict)
+    }
+    runs_dir = path / RUNS_DIR
+    for folder in sorted(runs_dir.iterdir()) if runs_dir.exists() else []:
+        if folder.is_dir():
+            runs[folder.name] = _load_run(folder, statuses.get(folder.name))
+    return Trace(path, manifest, runs)
+
+
+def _load_run(folder: Path, status: str | None) -> RunData:
+    run = RunData(folder.name, folder, status)
+    for events_path in sorted(folder.glob(f"*/{EVENTS_FILE}")):
+        _load_process(run, events_path)
+    run.requests.sort(key=lambda r: r.start_t)
+    run.compiles.sort(key=lambda c: c.t)
+    run.events.sort(key=lambda e: e.t)
+    return run
+
+
+def _position(data: dict[str, Any]) -> tuple[str, str | None, int | None]:
+    step = data.get("step")
+    return (
+        str(data.get("phase") or "live"),
+        data.get("request_id") if isinstance(data.get("request_id"), str) else None,
+        step if isinstance(step, int) else None,
+    )
+
+
+def _int(value: Any) -> int:
+    """A step index, or -1 (matches no step) when the event has none."""
+    return value if isinstance(value, int) else -1
+
+
+def _guards(items: Any) -> list[Guard]:
+    return [
+        Guard(
+            kind=str(item.get("kind") or "unknown"),
+            source=item.get("source"),
+            expected=item.get("expected"),
+            actual=item.get("actual"),
+            user_location=item.get("user_location"),
+            raw=str(item.get("raw") or ""),
+            compile_id=item.get("compile_id"),
+        )
+        for item in (items if isinstance(items, list) else [])
+        if isinstance(item, dict)
+    ]
+
+
+def _load_process(run: RunData, events_path: Path) -> None:
+    process: Process | None = None
+    pid = 0
+    requests: dict[str, Request] = {}
+    open_steps: dict[tuple[str, int], Step] = {}
+    pending_guards: dict[tuple[int, str], list[Guard]] = {}
+    for data in iter_events(events_path):
+        kind = data.get("ev")
+        raw_t = data.get("t")
+        t: int = raw_t if isinstance(raw_t, int) else 0
+        if kind == "process_start":
+            pid = int(data.get("pid") or 0)
+            process = Process(
+                pid,
+                data.get("rank"),
+                events_path.parent,
+                list(data.get("argv") or []),
+                dict(data.get("versions") or {}),
+                ended=False,
+            )
+            run.processes.append(process)
+        elif kind == "process_end" and process is not None:
+            process.ended = True
+        elif kind == "adapter" and process is not None:
+            process.adapter = str(data.get("name"))
+        elif kind == "request_start":
+            request = Request(
+                str(data.get("request_id")),
+                str(data.get("phase") or "live"),
+                data.get("shape"),
+                pid,
+                t,
+            )
+            requests[request.request_id] = request
+            run.requests.append(request)
+        elif kind == "request_end":
+            found = requests.get(str(data.get("request_id")))
+            if found is not None:
+                found.end_t = t
+        elif kind == "step_start":
+            rid = str(data.get("request_id"))
+            step = Step(
+                rid,
+                int(data.get("step") or 0),
+                str(data.get("phase") or "live"),
+                t,
+                None,
+                None,
+                None,
+                bool(data.get("profiled")),
+                data.get("shape"),
+                None,
+                pid,
+            )
+            open_steps[(rid, step.index)] = step
+            if rid in requests:
+                requests[rid].steps.append(step)
+        elif kind == "step_end":
+            step_found = open_steps.get((str(data.get("request_id")), _int(data.get("step"))))
+            if step_found is not None:
+                step_found.end_t = t
+                step_found.wall_s = data.get("wall_s")
+                step_found.profiled = bool(data.get("profiled")) or step_found.profiled
+                step_found.memory = data.get("memory")
+        elif kind == "step_gpu":
+            step_found = open_steps.get((str(data.get("request_id")), _int(data.get("step"))))
+            if step_found is not None:
+                step_found.gpu_s = data.get("gpu_s")
+        elif kind == "recompile":
+            key = (int(data.get("epoch") or 0), str(data.get("compile_id")))
+            pending_guards[key] = _guards(data.get("guards"))
+        elif kind == "compile_end":
+            epoch = int(data.get("epoch") or 0)
+            compile_id = str(data.get("compile_id"))
+            phase, request_id, step_index = _position(data)
+            run.compiles.append(
+                Compile(
+                    compile_id=compile_id,
+                    epoch=epoch,
+                    frame=Frame.from_event(data.get("frame")),
+                    result=str(data.get("result") or "ok"),
+                    duration_s=data.get("duration_s"),
+                    t=t,
+                    start_t=data.get("start_t"),
+                    phase=phase,
+                    request_id=request_id,
+                    step=step_index,
+                    pid=pid,
+                    guards=pending_guards.pop((epoch, compile_id), []),
+                    fail_reason=data.get("fail_reason"),
+                )
+            )
+        elif kind == "cache_entries":
+            phase, request_id, step_index = _position(data)
+            for code in data.get("codes") or []:
+                frame = Frame.from_event(code)
+                if frame is None:
+                    continue
+                entries = int(code.get("entries") or 0)
+                run.cache_history.append((t, pid, request_id, step_index, frame, entries))
+                if data.get("when") == "exit":
+                    run.cache_final[(pid, frame)] = entries
+        elif kind == "collector_error":
+            run.collector_errors.append(data)
+        elif isinstance(kind, str) and kind not in ("compile_start", "phase"):
+            run.events.append(Event(kind, t, pid, data))

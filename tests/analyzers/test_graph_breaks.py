@@ -1,0 +1,95 @@
+"""graph-breaks on a real recording of a small program that breaks its compiled function twice:
+one warning per user location, with Dynamo's reason and the frame that broke."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable
+
+import pytest
+
+from diag.analyzers import get_analyzer
+from diag.analyzers.graph_breaks import analyze, reason_of
+from diag.findings import Finding
+from diag.run import Trace, load_trace
+from tests.integration.support import PYTHON, diag_record
+
+RecordFixture = Callable[..., Trace]
+
+APP = """
+import torch
+import diag.api as diag
+
+def block(x):
+    y = x * 2
+    torch._dynamo.graph_break()
+    return y + 1
+
+def other(x):
+    print("in other")
+    return x + 1
+
+f = torch.compile(block, backend="aot_eager")
+g = torch.compile(other, backend="aot_eager")
+with diag.phase("warmup"):
+    with diag.request("w0", shape=[2]):
+        with diag.step():
+            f(torch.ones(2))
+with diag.request("r0", shape=[2]):
+    with diag.step():
+        f(torch.ones(2))
+        g(torch.ones(2))
+"""
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory: pytest.TempPathFactory) -> Trace:
+    folder = tmp_path_factory.mktemp("breaks")
+    (folder / "app.py").write_text(textwrap.dedent(APP))
+    proc = diag_record(folder / "t", PYTHON, "app.py", options=("--profile", "none"), cwd=folder)
+    assert proc.returncode == 0, proc.stderr
+    return load_trace(folder / "t")
+
+
+def _by_location(findings: list[Finding]) -> dict[str | None, Finding]:
+    return {f.location: f for f in findings}
+
+
+def test_registered() -> None:
+    assert get_analyzer("graph-breaks") is analyze
+
+
+def test_one_warning_per_location(trace: Trace) -> None:
+    findings = _by_location(analyze(trace))
+    assert set(findings) == {"app.py:7", "app.py:11"}
+    assert all(f.severity == "warning" for f in findings.values())
+
+    explicit = findings["app.py:7"]
+    assert explicit.id == "graph-breaks:app.py:7"
+    assert explicit.data["reason"] == "Call to `torch._dynamo.graph_break()`"
+    assert explicit.data["frames"] == ["block"]
+    assert explicit.data["count"] == 1  # compiled once in warmup; the live call reuses it
+    text = "\n".join(explicit.evidence)
+    assert "warmup w0 step 0" in text
+    assert "live requests" not in text
+    assert "fullgraph=True" in explicit.fix
+
+    printing = findings["app.py:11"]
+    assert "print" in "\n".join(printing.evidence)
+    assert printing.data["frames"] == ["other"]
+    assert "1 of them during live requests" in "\n".join(printing.evidence)
+
+
+def test_reason_skips_dynamo_boilerplate() -> None:
+    data: dict[str, object] = {
+        "reason": "Encountered graph break when attempting to trace CALL: a function call:",
+        "raw": "Graph break in user code at a.py:3\nGraph Break Reason: Encountered graph break "
+        "when attempting to trace CALL:\n\nData-dependent branching\n  Explanation: ...",
+    }
+    assert reason_of(data) == "Data-dependent branching"
+    assert reason_of({"reason": "call_function print"}) == "call_function print"
+    assert reason_of({}) == "no reason recorded"
+
+
+def test_fixture_runs_have_no_breaks(record_fixture: RecordFixture) -> None:
+    assert analyze(record_fixture()) == []
