@@ -116,5 +116,5 @@ class RecordCommand:
                 print(f"  {line}", file=err)
         if args.baseline and len(outcomes) == 1 and first.status != "complete":
             print("  (no eager baseline: the command did not complete)", file=err)
-        print(f"next:\n  less {trace_dir}/manifest.json\n  ls {trace_dir}/runs/*/*/", file=err)
+        print(f"next:\n  diag analyze {trace_dir}\n  diag analyze {trace_dir} --json", file=err)
         return first.shell_code if first.status != "complete" else last.shell_code
