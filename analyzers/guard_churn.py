@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from diag.findings import Finding
 from diag.run import Compile, Frame, Guard, RunData, Trace
 
+from .common import id_suffix as _id_suffix
+
 ANALYZER = "guard-churn"
 
 #: Guard kinds on Python state. Tensor kinds and `unknown` are left to live-compile.
@@ -352,13 +354,3 @@ def _relative(path: str, cwd: str | None) -> str:
 
 def _unique(items: list[str]) -> list[str]:
     return list(dict.fromkeys(items))
-
-
-def _id_suffix(run: RunData, pid: int) -> str:
-    tag = ""
-    if len(run.processes) > 1:
-        for index, process in enumerate(run.processes):
-            if process.pid == pid:
-                tag = f"rank{process.rank}" if process.rank is not None else f"proc{index}"
-        tag = tag or f"pid{pid}"
-    return (f"@{tag}" if tag else "") + ("" if run.label == "compiled" else f"@{run.label}")

@@ -22,6 +22,10 @@ from dataclasses import dataclass, field
 from diag.findings import Finding
 from diag.run import Compile, Guard, Request, RunData, Trace
 
+from .common import format_seconds as _secs
+from .common import id_suffix as _id_suffix
+from .common import process_lines as _tag_lines
+
 ANALYZER = "live-compile"
 
 #: Names of the request-shape dimensions, by rank. Request shapes are frames x height x width
@@ -496,28 +500,3 @@ def _join(items: list[str]) -> str:
     if len(items) <= 1:
         return "".join(items)
     return ", ".join(items[:-1]) + " and " + items[-1]
-
-
-def _secs(value: float) -> str:
-    if value >= 0.9995:
-        return f"{value:.2f} s"
-    return f"{value * 1000:.1f} ms" if value < 0.01 else f"{value * 1000:.0f} ms"
-
-
-def _proc_tag(run: RunData, pid: int | None) -> str:
-    if pid is None or len(run.processes) <= 1:
-        return ""
-    for index, process in enumerate(run.processes):
-        if process.pid == pid:
-            return f"rank{process.rank}" if process.rank is not None else f"proc{index}"
-    return f"pid{pid}"
-
-
-def _id_suffix(run: RunData, pid: int | None) -> str:
-    tag = _proc_tag(run, pid)
-    return (f"@{tag}" if tag else "") + ("" if run.label == "compiled" else f"@{run.label}")
-
-
-def _tag_lines(run: RunData, pid: int) -> list[str]:
-    tag = _proc_tag(run, pid)
-    return [f"process {tag} (pid {pid})"] if tag else []

@@ -18,6 +18,10 @@ import statistics
 from diag.findings import Finding
 from diag.run import Compile, Event, Frame, Guard, RunData, Step, Trace
 
+from .common import format_seconds as _secs
+from .common import id_suffix as _id_suffix
+from .common import process_lines as _tag_lines
+
 ANALYZER = "recompile-limit"
 
 _CID_PREFIX = re.compile(r"^\s*(?:-\s+)?!?[\d/_]+:\s+")
@@ -246,28 +250,3 @@ def _steps_list(steps: list[Step]) -> str:
         else:
             parts.append(f"{rid} steps {', '.join(str(i) for i in sorted(indexes))}")
     return "; ".join(parts)
-
-
-def _secs(value: float) -> str:
-    if value >= 0.9995:
-        return f"{value:.2f} s"
-    return f"{value * 1000:.1f} ms" if value < 0.01 else f"{value * 1000:.0f} ms"
-
-
-def _proc_tag(run: RunData, pid: int | None) -> str:
-    if pid is None or len(run.processes) <= 1:
-        return ""
-    for index, process in enumerate(run.processes):
-        if process.pid == pid:
-            return f"rank{process.rank}" if process.rank is not None else f"proc{index}"
-    return f"pid{pid}"
-
-
-def _id_suffix(run: RunData, pid: int | None) -> str:
-    tag = _proc_tag(run, pid)
-    return (f"@{tag}" if tag else "") + ("" if run.label == "compiled" else f"@{run.label}")
-
-
-def _tag_lines(run: RunData, pid: int) -> list[str]:
-    tag = _proc_tag(run, pid)
-    return [f"process {tag} (pid {pid})"] if tag else []

@@ -36,6 +36,10 @@ from dataclasses import dataclass
 from diag.findings import Finding
 from diag.run import Compile, Request, RunData, Step, Trace
 
+from .common import format_seconds as _secs
+from .common import id_suffix as _id_suffix
+from .common import process_lines as _tag_lines
+
 ANALYZER = "step0-spike"
 
 #: Step 0 must take at least FACTOR x the steady median ...
@@ -315,33 +319,7 @@ def _ints(values: list[int]) -> str:
     return ", ".join(str(v) for v in values)
 
 
-def _secs(value: float) -> str:
-    if value >= 0.9995:
-        return f"{value:.2f} s"
-    return f"{value * 1000:.1f} ms" if value < 0.01 else f"{value * 1000:.0f} ms"
-
-
 def _bytes(value: int) -> str:
     if abs(value) >= 1 << 30:
         return f"{value / (1 << 30):.2f} GiB"
     return f"{value / (1 << 20):.0f} MiB"
-
-
-def _proc_tag(run: RunData, pid: int | None) -> str:
-    if pid is None or len(run.processes) <= 1:
-        return ""
-    for index, process in enumerate(run.processes):
-        if process.pid == pid:
-            return f"rank{process.rank}" if process.rank is not None else f"proc{index}"
-    return f"pid{pid}"
-
-
-def _id_suffix(run: RunData, pid: int | None) -> str:
-    """The same suffix live-compile puts on its ids, so that ids quoted here match."""
-    tag = _proc_tag(run, pid)
-    return (f"@{tag}" if tag else "") + ("" if run.label == "compiled" else f"@{run.label}")
-
-
-def _tag_lines(run: RunData, pid: int) -> list[str]:
-    tag = _proc_tag(run, pid)
-    return [f"process {tag} (pid {pid})"] if tag else []

@@ -1,0 +1,37 @@
+"""Small helpers the analyzers share: how times read, and how findings name a process.
+
+Not an analyzer (it is not in the registry).
+"""
+
+from __future__ import annotations
+
+from diag.run import RunData
+
+
+def format_seconds(value: float) -> str:
+    """Seconds as people read them: `2.45 s`, `136 ms`, `8.8 ms`."""
+    if value >= 0.9995:
+        return f"{value:.2f} s"
+    return f"{value * 1000:.1f} ms" if value < 0.01 else f"{value * 1000:.0f} ms"
+
+
+def process_tag(run: RunData, pid: int | None) -> str:
+    """`rank1` (or `proc0`) when the run has several processes; empty when it has one."""
+    if pid is None or len(run.processes) <= 1:
+        return ""
+    for index, process in enumerate(run.processes):
+        if process.pid == pid:
+            return f"rank{process.rank}" if process.rank is not None else f"proc{index}"
+    return f"pid{pid}"
+
+
+def id_suffix(run: RunData, pid: int | None) -> str:
+    """What every analyzer appends to a finding id: the process (if several) and the run (if
+    not the compiled one), so ids stay unique and stable across re-analysis."""
+    tag = process_tag(run, pid)
+    return (f"@{tag}" if tag else "") + ("" if run.label == "compiled" else f"@{run.label}")
+
+
+def process_lines(run: RunData, pid: int) -> list[str]:
+    tag = process_tag(run, pid)
+    return [f"process {tag} (pid {pid})"] if tag else []
