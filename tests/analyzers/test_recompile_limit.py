@@ -8,7 +8,6 @@ case with one, as well as a hit in warmup and a hit whose limited compile was no
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -18,29 +17,13 @@ from diag.analyzers import get_analyzer
 from diag.analyzers.recompile_limit import analyze
 from diag.findings import Finding
 from diag.fixtures.ground_truth import BLOCK_FILE, BLOCK_FRAME, expectation
-from diag.run import Trace, load_trace
+from diag.run import Trace
+
+from .support import write_trace as _write_trace
 
 RecordFixture = Callable[..., Trace]
 FRAME = {"name": "block_forward", "file": "/srv/model.py", "line": 12}
 MS = 1_000_000  # ns
-
-
-def _write_trace(folder: Path, events: list[dict[str, Any]]) -> Trace:
-    """A one-process trace directory (docs/FORMAT.md) holding `events`, loaded."""
-    manifest = {
-        "format": "diag-trace",
-        "version": 1,
-        "status": "complete",
-        "runs": [{"label": "compiled", "stance": "default", "status": "complete"}],
-    }
-    (folder / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
-    proc = folder / "runs" / "compiled" / "pid7"
-    proc.mkdir(parents=True)
-    lines = [{"t": 1, "ev": "process_start", "pid": 7, "ppid": 1, "argv": ["serve"]}, *events]
-    (proc / "events.jsonl").write_text(
-        "".join(json.dumps(e) + "\n" for e in lines), encoding="utf-8"
-    )
-    return load_trace(folder)
 
 
 def _steps(rid: str, start_ms: int, count: int, phase: str = "live") -> list[dict[str, Any]]:

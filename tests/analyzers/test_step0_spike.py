@@ -9,7 +9,6 @@ noisy to cross the threshold reliably), and exact step times for the threshold's
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,27 +19,11 @@ from diag.findings import Finding
 from diag.fixtures.ground_truth import expectation
 from diag.run import Trace, load_trace
 
+from .support import write_trace as _write_trace
+
 RecordFixture = Callable[..., Trace]
 H200 = Path(__file__).resolve().parent.parent / "data" / "h200"
 MS = 1_000_000  # ns
-
-
-def _write_trace(folder: Path, events: list[dict[str, Any]]) -> Trace:
-    """A one-process trace directory (docs/FORMAT.md) holding `events`, loaded."""
-    manifest = {
-        "format": "diag-trace",
-        "version": 1,
-        "status": "complete",
-        "runs": [{"label": "compiled", "stance": "default", "status": "complete"}],
-    }
-    (folder / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
-    proc = folder / "runs" / "compiled" / "pid7"
-    proc.mkdir(parents=True)
-    lines = [{"t": 1, "ev": "process_start", "pid": 7, "ppid": 1, "argv": ["serve"]}, *events]
-    (proc / "events.jsonl").write_text(
-        "".join(json.dumps(e) + "\n" for e in lines), encoding="utf-8"
-    )
-    return load_trace(folder)
 
 
 def _request(
