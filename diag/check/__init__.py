@@ -1,0 +1,1 @@
+"""`diag check`: the CI gate (policy, baseline comparison, verdict renderers)."""

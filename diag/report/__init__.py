@@ -1,0 +1,1 @@
+"""`diag report`: one self-contained HTML file of a trace directory's findings and figures."""
