@@ -24,6 +24,8 @@ REGISTRY: dict[str, str] = {
     "graph-breaks": "graph_breaks",
     "warmup-hygiene": "hygiene",
     "magi-compile": "magi",
+    "kernel-routing": "kernel_routing",
+    "offload-bound": "offload_bound",
 }
 
 

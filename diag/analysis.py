@@ -1,4 +1,4 @@
-"""Load a trace directory and run the registered analyzers over it.
+"""Run the registered analyzers over a Trace.
 
 The analyzers live in the `diag.analyzers` package (the top-level analyzers/ folder), imported
 here by name so that this module, and `diag check`, load only what they run.
@@ -12,7 +12,10 @@ from types import ModuleType
 
 from diag.errors import DiagError
 from diag.findings import Finding
-from diag.run import load_trace
+from diag.run import Trace
+
+#: Analyzers that read Kineto windows; the others need only the event files.
+KERNEL_ANALYZERS = ("kernel-routing", "offload-bound")
 
 
 def _registry() -> ModuleType:
@@ -23,14 +26,39 @@ def analyzer_names() -> list[str]:
     return list(_registry().REGISTRY)
 
 
-def analyze_trace(path: Path, only: list[str] | None = None) -> list[Finding]:
-    registry = _registry()
+def check_names(only: list[str] | None) -> None:
     names = analyzer_names()
     unknown = [name for name in only or [] if name not in names]
     if unknown:
         raise DiagError(f"unknown analyzer {unknown[0]!r}; choose from {', '.join(names)}")
-    trace = load_trace(path)
-    if not trace.runs:
-        raise DiagError(f"{path}: the trace holds no runs (was the recording interrupted?)")
-    findings: list[Finding] = registry.run_analyzers(trace, only)
+
+
+def preload_profiles(trace: Trace, only: list[str] | None = None, show: bool = True) -> None:
+    """Parse the Kineto windows the kernel analyzers will read, with a progress bar on a
+    terminal, so the slow part of an analysis is visible and happens once."""
+    if only is not None and not set(only) & set(KERNEL_ANALYZERS):
+        return
+    from diag.profiles import step_profiles
+    from diag.progress import ProgressBar
+
+    with ProgressBar("reading profiler traces", force=False) as bar:
+        for run in (trace.compiled, trace.reference):
+            if run is not None and run.profiles is None:
+                step_profiles(run, bar.callback(run.label) if show else None)
+
+
+def analyze(trace: Trace, only: list[str] | None = None) -> list[Finding]:
+    check_names(only)
+    preload_profiles(trace, only)
+    findings: list[Finding] = _registry().run_analyzers(trace, only)
     return findings
+
+
+def analyze_trace(
+    path: Path, only: list[str] | None = None, against: Path | None = None
+) -> list[Finding]:
+    """Analyze a trace directory (optionally against another one's run)."""
+    from diag.inputs import open_input
+
+    check_names(only)
+    return analyze(open_input(path, against=against), only)

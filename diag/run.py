@@ -2,7 +2,7 @@
 
 Built by `load_trace(path)` from the manifest and the per-process event files (docs/FORMAT.md)
 with the standard library only, so `diag check` stays fast. Kineto traces are not read here:
-they are opened on demand by the analyses that need kernels.
+they are opened on demand by the analyses that need kernels (diag.profiles).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 from diag.errors import DiagError
 from diag.summary import iter_events
-from diag.traceformat import EVENTS_FILE, FORMAT_NAME, FORMAT_VERSION, MANIFEST, RUNS_DIR
+from diag.traceformat import CACHE_DIR, EVENTS_FILE, FORMAT_NAME, FORMAT_VERSION, MANIFEST, RUNS_DIR
 
 Position = tuple[str, str | None, int | None]  # phase, request id, step
 
@@ -130,6 +130,13 @@ class Process:
     versions: dict[str, Any]
     ended: bool
     adapter: str | None = None
+    # Anchor between the event clock (`t`, CLOCK_MONOTONIC) and unix time, which Kineto uses.
+    start_t: int = 0
+    wall_ns: int | None = None
+
+    def unix_ns(self, t: int) -> int | None:
+        """Unix time of an event-clock instant, or None if the process wrote no anchor."""
+        return None if self.wall_ns is None else self.wall_ns + (t - self.start_t)
 
 
 @dataclass
@@ -150,6 +157,10 @@ class RunData:
     )
     events: list[Event] = field(default_factory=list)
     collector_errors: list[dict[str, Any]] = field(default_factory=list)
+    # Where derived data (the parsed Kineto cache) may be written; None: don't cache.
+    cache_dir: Path | None = None
+    # Step profiles (diag.profiles.StepProfile), filled on first use or by an importer.
+    profiles: list[Any] | None = None
 
     @property
     def steps(self) -> list[Step]:
@@ -189,6 +200,11 @@ class Trace:
     def eager(self) -> RunData | None:
         return self.runs.get("eager")
 
+    @property
+    def reference(self) -> RunData | None:
+        """The run compiled code is compared against: `--against`'s run, else the eager baseline."""
+        return self.runs.get("against") or self.runs.get("eager")
+
 
 def read_manifest(path: Path) -> dict[str, Any]:
     """The manifest, or a DiagError (exit 2) that says which way the directory is not usable."""
@@ -216,7 +232,8 @@ def read_manifest(path: Path) -> dict[str, Any]:
     return manifest
 
 
-def load_trace(path: Path) -> Trace:
+def load_trace(path: Path, against: Path | None = None) -> Trace:
+    """Read a trace directory; with `against`, that directory's main run becomes the reference."""
     manifest = read_manifest(path)
     runs: dict[str, RunData] = {}
     statuses = {
@@ -225,12 +242,18 @@ def load_trace(path: Path) -> Trace:
     runs_dir = path / RUNS_DIR
     for folder in sorted(runs_dir.iterdir()) if runs_dir.exists() else []:
         if folder.is_dir():
-            runs[folder.name] = _load_run(folder, statuses.get(folder.name))
+            runs[folder.name] = _load_run(folder, statuses.get(folder.name), path)
+    if against is not None:
+        other = load_trace(against)
+        if other.compiled is None:
+            raise DiagError(f"{against}: the trace holds no run to compare against")
+        other.compiled.label = "against"
+        runs["against"] = other.compiled
     return Trace(path, manifest, runs)
 
 
-def _load_run(folder: Path, status: str | None) -> RunData:
-    run = RunData(folder.name, folder, status)
+def _load_run(folder: Path, status: str | None, root: Path) -> RunData:
+    run = RunData(folder.name, folder, status, cache_dir=root / CACHE_DIR / folder.name)
     for events_path in sorted(folder.glob(f"*/{EVENTS_FILE}")):
         _load_process(run, events_path)
     run.requests.sort(key=lambda r: r.start_t)
@@ -288,6 +311,8 @@ def _load_process(run: RunData, events_path: Path) -> None:
                 list(data.get("argv") or []),
                 dict(data.get("versions") or {}),
                 ended=False,
+                start_t=t,
+                wall_ns=data.get("wall_ns") if isinstance(data.get("wall_ns"), int) else None,
             )
             run.processes.append(process)
         elif kind == "process_end" and process is not None:

@@ -17,6 +17,8 @@ EVENTS_FILE = "events.jsonl"
 KINETO_DIR = "kineto"
 TORCH_TRACE_DIR = "torch_trace"
 BOOTSTRAP_ERRORS = "bootstrap-errors.txt"
+# Derived data (parsed Kineto windows) that readers write to make a second open fast.
+CACHE_DIR = ".diag-cache"
 
 # Run labels: the command as given, and the eager baseline of `--baseline eager`.
 RUN_COMPILED = "compiled"

@@ -1,0 +1,143 @@
+"""kernel-routing: a kernel that eager runs and compiled code does not, region by region.
+
+Why: a hand-written or third-party kernel (a Triton RMSNorm, a FlashInfer or sgl-kernel op)
+often sits behind a Python branch or a library dispatch that Dynamo traces differently: under
+`torch.compiler.is_compiling()` the code takes another path, or the library falls back to plain
+ATen ops that inductor then fuses into its own kernels. The model still runs, compiled output is
+close, and the kernel someone tuned silently stops running. The same happens to library kernels:
+SDPA can pick another attention backend under compile. Only a side-by-side of the same step,
+eager and compiled, shows it (diag.regions); the compiled region's time says whether it matters.
+
+Needs a reference run: `diag record --baseline eager`, or `diag analyze DIR --against OTHER`.
+"""
+
+from __future__ import annotations
+
+from diag.findings import Finding
+from diag.regions import KernelStat, RegionComparison, compare_regions
+from diag.run import Trace
+
+from .common import format_seconds
+
+ANALYZER = "kernel-routing"
+
+
+def analyze(trace: Trace) -> list[Finding]:
+    findings: list[Finding] = []
+    for comparison in compare_regions(trace):
+        if comparison.missing:
+            findings.append(_missing(trace, comparison))
+        if comparison.swapped_attention is not None:
+            findings.append(_swapped(trace, comparison))
+    return findings
+
+
+def _location(trace: Trace, region: str) -> str | None:
+    compiled = trace.compiled
+    for compile_ in compiled.compiles if compiled else []:
+        if compile_.frame is not None and compile_.frame.name == region and compile_.frame.file:
+            return compile_.frame.location
+    return None
+
+
+def _stat(stats: list[KernelStat], name: str) -> KernelStat | None:
+    return next((s for s in stats if s.name == name), None)
+
+
+def _side_line(label: str, stats: list[KernelStat], names: list[str], unit: str) -> str:
+    parts = []
+    for name in names:
+        stat = _stat(stats, name)
+        if stat is not None:
+            parts.append(f"{name} ×{stat.count} ({format_seconds(stat.total_s)})")
+    return f"{label}: " + ("; ".join(parts) if parts else f"no such {unit}")
+
+
+def _reference_label(trace: Trace) -> str:
+    return "against" if "against" in trace.runs else "eager"
+
+
+def _times(comparison: RegionComparison, reference: str) -> str:
+    what = "kernel time" if comparison.device == "gpu" else "time in the region"
+    ratio = ""
+    if comparison.reference_s > 0:
+        ratio = f" ({comparison.compiled_s / comparison.reference_s:.2f}x)"
+    return (
+        f"{what} per step in {comparison.region}: {reference} "
+        f"{format_seconds(comparison.reference_s)}, compiled "
+        f"{format_seconds(comparison.compiled_s)}{ratio}, over {comparison.steps} aligned "
+        "profiled step(s)"
+    )
+
+
+def _missing(trace: Trace, comparison: RegionComparison) -> Finding:
+    reference = _reference_label(trace)
+    unit = "kernel" if comparison.device == "gpu" else "op"
+    names = ", ".join(comparison.missing)
+    evidence = [
+        _side_line(reference, comparison.reference, comparison.missing, unit) + " per step",
+        "compiled: none of these ran in the compiled region",
+    ]
+    if comparison.replacements:
+        evidence.append(
+            _side_line(
+                "in their place, compiled ran", comparison.compiled, comparison.replacements, unit
+            )
+            + " per step"
+        )
+    evidence.append(_times(comparison, reference))
+    slower = comparison.reference_s > 0 and comparison.compiled_s > comparison.reference_s
+    return Finding(
+        id=f"{ANALYZER}:{comparison.region}:{'+'.join(comparison.missing)}",
+        analyzer=ANALYZER,
+        severity="warning",
+        title=f"{names} runs in eager but not under torch.compile in {comparison.region}"
+        + (f" (replaced by {comparison.replacements[0]})" if comparison.replacements else ""),
+        evidence=evidence,
+        fix=(
+            f"Find the branch that routes around {comparison.missing[0]} when compiling "
+            "(torch.compiler.is_compiling(), a library's Dynamo fallback) and call the kernel "
+            "as a custom op (torch.library.custom_op with a register_fake) so the compiled graph "
+            "keeps it. "
+            + (
+                "The compiled region is slower than eager here, so this costs time now."
+                if slower
+                else "If the compiled replacement is as fast and numerically acceptable, "
+                "keep it and say so in a comment."
+            )
+        ),
+        location=_location(trace, comparison.region),
+        data={
+            "region": comparison.region,
+            "device": comparison.device,
+            "missing": comparison.missing,
+            "replacements": comparison.replacements,
+            "reference_s": round(comparison.reference_s, 9),
+            "compiled_s": round(comparison.compiled_s, 9),
+            "steps": comparison.steps,
+        },
+    )
+
+
+def _swapped(trace: Trace, comparison: RegionComparison) -> Finding:
+    before, after = comparison.swapped_attention or ("", "")
+    reference = _reference_label(trace)
+    return Finding(
+        id=f"{ANALYZER}:{comparison.region}:attention",
+        analyzer=ANALYZER,
+        severity="warning",
+        title=f"attention runs {before} in eager but {after} under torch.compile in "
+        f"{comparison.region}",
+        evidence=[
+            f"{reference} attention kernels: "
+            + ", ".join(k.name for k in comparison.reference if k.kind == "library")[:300],
+            "compiled attention kernels: "
+            + ", ".join(k.name for k in comparison.compiled if k.kind == "library")[:300],
+            _times(comparison, reference),
+        ],
+        fix="Pin the backend you measured (torch.nn.attention.sdpa_kernel([...]) around the "
+        "call, or call the attention library directly as a custom op) so eager and compiled "
+        "run the same kernel.",
+        location=_location(trace, comparison.region),
+        data={"region": comparison.region, "reference": before, "compiled": after},
+    )

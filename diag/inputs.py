@@ -1,0 +1,80 @@
+"""What `diag analyze` (and the TUI and the report) can open, read into one Trace.
+
+A diag trace directory is the main input. People also hold artifacts made without diag: a
+TORCH_TRACE log directory (compiles, guards, graph breaks; no steps) and plain torch.profiler
+trace files (kernels; steps from `ProfilerStep#N`). Each becomes the same Run model, so every
+analyzer that has the data it needs works on it unchanged.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+from diag.errors import DiagError
+from diag.progress import ProgressCallback
+from diag.run import Process, Request, RunData, Step, Trace, load_trace
+
+
+def open_input(
+    trace_dir: Path | None = None,
+    *,
+    against: Path | None = None,
+    torch_trace: Path | None = None,
+    kineto: Path | None = None,
+    progress: ProgressCallback | None = None,
+) -> Trace:
+    """Exactly one of `trace_dir`, `torch_trace` or `kineto`; `against` is a directory of the
+    same kind as `trace_dir`, or a second Kineto file for `kineto`."""
+    given = [p for p in (trace_dir, torch_trace, kineto) if p is not None]
+    if len(given) != 1:
+        raise DiagError("give one input: TRACE_DIR, --torch-trace DIR or --kineto FILE")
+    if torch_trace is not None:
+        if against is not None:
+            raise DiagError("--against compares kernels: use it with TRACE_DIR or --kineto")
+        module = importlib.import_module("diag.torchtrace")
+        trace: Trace = module.load_torch_trace(torch_trace, progress)
+        return trace
+    if kineto is not None:
+        runs = {"compiled": kineto_run("compiled", kineto, progress)}
+        if against is not None:
+            runs["against"] = kineto_run("against", against, progress)
+        manifest = {"format": "kineto", "status": "complete"}
+        return Trace(kineto, manifest, runs)
+    assert trace_dir is not None
+    trace = load_trace(trace_dir, against)
+    if not trace.runs:
+        raise DiagError(f"{trace_dir}: the trace holds no runs (was the recording interrupted?)")
+    return trace
+
+
+def kineto_run(label: str, path: Path, progress: ProgressCallback | None = None) -> RunData:
+    """One torch.profiler trace file as a run with one process and its profiled steps."""
+    kineto = importlib.import_module("diag.kinetocache")
+    profiles_module = importlib.import_module("diag.profiles")
+    if not path.is_file():
+        raise DiagError(f"{path}: no such Kineto trace file")
+    parsed = kineto.load_kineto(path, None, progress)
+    profiles = profiles_module.profiles_from_kineto(label, parsed)
+    run = RunData(label, path.parent, "complete")
+    run.processes.append(Process(0, None, path.parent, [], {}, ended=True))
+    request = Request("trace", "live", None, 0, 0, end_t=0)
+    for profile in profiles:
+        request.steps.append(
+            Step(
+                "trace",
+                profile.step,
+                "live",
+                0,
+                0,
+                (profile.end_ts - profile.start_ts) / 1e6,
+                None,
+                True,
+                None,
+                None,
+                0,
+            )
+        )
+    run.requests.append(request)
+    run.profiles = profiles
+    return run

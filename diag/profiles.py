@@ -1,0 +1,233 @@
+"""Profiled steps: each Kineto window of a run, cut into the steps it covers.
+
+A window (docs/FORMAT.md) holds one or more steps. Steps are cut on the trace's own clock:
+each process writes `wall_ns` beside its monotonic `t` when it starts, and Kineto stamps events
+in unix time (`baseTimeNanoseconds` + `ts`), so a step's `[start_t, end_t)` maps onto the trace
+to within microseconds. GPU work belongs to the step whose CPU side launched it, however late it
+ran. Traces without the anchor fall back to the order of `diag.region:<fn>#0` markers.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from diag.progress import ProgressCallback
+from diag.run import Process, RunData, Step
+
+REGION_PREFIX = "diag.region:"
+
+
+@dataclass
+class StepProfile:
+    """One profiled step, with the Kineto records that belong to it."""
+
+    run: str
+    pid: int
+    rank: int | None
+    request_id: str
+    step: int
+    phase: str
+    window: str
+    platform: str
+    start_ts: float
+    end_ts: float
+    activities: list[Any] = field(default_factory=list)  # diag.kineto.Activity
+    cpu_ops: list[Any] = field(default_factory=list)  # diag.kineto.CpuOp
+    syncs: list[Any] = field(default_factory=list)  # diag.kineto.Sync
+    annotations: list[Any] = field(default_factory=list)  # diag.kineto.Annotation
+
+    @property
+    def key(self) -> tuple[int | None, str, int]:
+        """What aligns this step with the same step of another run."""
+        return (self.rank, self.request_id, self.step)
+
+    @property
+    def kernels(self) -> list[Any]:
+        return [a for a in self.activities if a.kind == "kernel"]
+
+    @property
+    def span_s(self) -> float:
+        """From the step's start to the end of the last GPU work it launched."""
+        end: float = max([self.end_ts, *(a.ts + a.dur for a in self.activities)])
+        return max(0.0, end - self.start_ts) / 1e6
+
+
+def step_profiles(run: RunData, progress: ProgressCallback | None = None) -> list[StepProfile]:
+    """The run's profiled steps (parsed once per RunData; Kineto parses are cached on disk)."""
+    if run.profiles is None:
+        run.profiles = _load(run, progress)
+    return run.profiles
+
+
+def _load(run: RunData, progress: ProgressCallback | None) -> list[StepProfile]:
+    cache = importlib.import_module("diag.kinetocache")
+    windows = _windows(run)
+    total = sum(_size(path) for _, _, path, _ in windows) or 1
+    done = 0
+    profiles: list[StepProfile] = []
+    for process, window, path, steps in windows:
+        base = done
+
+        def forward(part: int, _whole: int, base: int = base) -> None:
+            if progress is not None:
+                progress(base + part, total)
+
+        cache_dir = None
+        if run.cache_dir is not None:
+            cache_dir = run.cache_dir / process.folder.name
+        trace = cache.load_kineto(path, cache_dir, forward if progress else None)
+        profiles.extend(cut_window(run.label, process, window, trace, steps))
+        done += _size(path)
+        if progress is not None:
+            progress(done, total)
+    return profiles
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _windows(run: RunData) -> list[tuple[Process, str, Path, list[Step]]]:
+    """(process, window file, path, profiled steps inside it) for every window written."""
+    result = []
+    for process in run.processes:
+        starts: dict[str, int] = {}
+        for event in run.events:
+            if event.pid != process.pid:
+                continue
+            name = str(event.data.get("window"))
+            if event.kind == "profile_window_start":
+                starts[name] = event.t
+            elif event.kind == "profile_window_end" and event.data.get("file"):
+                begin = starts.get(name, 0)
+                path = process.folder / str(event.data["file"])
+                if not path.exists():
+                    continue
+                steps = [
+                    s
+                    for s in run.steps
+                    if s.pid == process.pid and s.profiled and begin <= s.start_t <= event.t
+                ]
+                result.append((process, str(event.data["file"]), path, steps))
+    return result
+
+
+def cut_window(
+    label: str,
+    process: Process,
+    window: str,
+    trace: Any,
+    steps: list[Step],
+    bounds: list[tuple[float, float]] | None = None,
+) -> list[StepProfile]:
+    """Split one parsed window into per-step profiles (bounds on the trace clock, or derived)."""
+    if not steps:
+        return []
+    if bounds is None:
+        bounds = _bounds_from_anchor(process, trace, steps) or _bounds_from_regions(trace, steps)
+    profiles = [
+        StepProfile(
+            label,
+            process.pid,
+            process.rank,
+            step.request_id,
+            step.index,
+            step.phase,
+            f"{process.folder.name}/{window}",
+            trace.platform,
+            start,
+            end,
+        )
+        for step, (start, end) in zip(steps, bounds, strict=True)
+    ]
+    starts = [p.start_ts for p in profiles]
+
+    def owner(ts: float) -> StepProfile | None:
+        index = _bisect_right(starts, ts) - 1
+        if index < 0:
+            return None
+        profile = profiles[index]
+        return profile if ts <= profile.end_ts else None
+
+    # GPU work belongs to the step that launched it, however late it ran.
+    for activity in trace.activities:
+        found = owner(activity.launch_ts if activity.launch_ts >= 0 else activity.ts)
+        if found is not None:
+            found.activities.append(activity)
+    for attr in ("cpu_ops", "syncs", "annotations"):
+        for record in getattr(trace, attr):
+            found = owner(record.ts)
+            if found is not None:
+                getattr(found, attr).append(record)
+    return profiles
+
+
+def _bisect_right(values: list[float], x: float) -> int:
+    low, high = 0, len(values)
+    while low < high:
+        mid = (low + high) // 2
+        if x < values[mid]:
+            high = mid
+        else:
+            low = mid + 1
+    return low
+
+
+def _bounds_from_anchor(
+    process: Process, trace: Any, steps: list[Step]
+) -> list[tuple[float, float]] | None:
+    """Step bounds on the trace clock, from the process's monotonic/unix anchor."""
+    bounds = []
+    for step in steps:
+        start = process.unix_ns(step.start_t)
+        end = process.unix_ns(step.end_t if step.end_t is not None else step.start_t)
+        if start is None or end is None:
+            return None
+        bounds.append(((start - trace.base_ns) / 1000.0, (end - trace.base_ns) / 1000.0))
+    # The last step of a killed process has no end: it runs to the end of the window.
+    last = steps[-1]
+    if last.end_t is None:
+        bounds[-1] = (bounds[-1][0], trace.end_ts)
+    # Plausible only if the steps land inside the window (a second of slack for clock steps).
+    slack = 1e6
+    if not all(trace.start_ts - slack <= s and e <= trace.end_ts + slack for s, e in bounds):
+        return None
+    return bounds
+
+
+def _bounds_from_regions(trace: Any, steps: list[Step]) -> list[tuple[float, float]]:
+    """Without an anchor: each step starts at a `#0` region marker (the first compiled call)."""
+    firsts = sorted(
+        a.ts
+        for a in trace.annotations
+        if a.name.startswith(REGION_PREFIX) and a.name.endswith("#0")
+    )
+    if len(firsts) != len(steps):
+        firsts = [trace.start_ts] + [trace.end_ts] * (len(steps) - 1)
+    firsts[0] = min(firsts[0], trace.start_ts)
+    ends = [*firsts[1:], trace.end_ts]
+    return list(zip(firsts, ends, strict=True))
+
+
+def profiles_from_kineto(label: str, trace: Any, pid: int = 0) -> list[StepProfile]:
+    """Profiles of a plain torch.profiler trace (no diag recording): one per `ProfilerStep#N`
+    annotation, or one for the whole trace when it has none."""
+    marks = sorted(
+        (a for a in trace.annotations if a.name.startswith("ProfilerStep#")), key=lambda a: a.ts
+    )
+    bounds = [(a.ts, a.ts + a.dur, int(a.name.split("#", 1)[1] or 0)) for a in marks]
+    if not bounds:
+        bounds = [(trace.start_ts, trace.end_ts, 0)]
+    process = Process(pid, None, Path(trace.path).parent, [], {}, ended=True)
+    steps = [
+        Step("trace", index, "live", 0, 0, (end - start) / 1e6, None, True, None, None, pid)
+        for start, end, index in bounds
+    ]
+    spans = [(start, end) for start, end, _ in bounds]
+    return cut_window(label, process, Path(trace.path).name, trace, steps, spans)
