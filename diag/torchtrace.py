@@ -1,0 +1,696 @@
+"""Read torch's own structured compile logs (TORCH_TRACE) into the Run model, without diag.
+
+People often hold `TORCH_TRACE=/dir python ...` logs already (one `dedicated_log_torch_trace_*.log`
+per process, the input of tlparse); re-running a service under `diag record` to see why it
+recompiles can cost hours. This reader turns such a directory (or one log, gzip'd or not) into a
+Trace whose single run, `compiled`, holds one Process per log file, its compiles (with the failing
+guards of each recompile), graph breaks and recompile-limit hits, named exactly as the recorder
+names them (collectors/compiles.py), so the compile analyzers work unchanged.
+
+The logs know nothing of requests or steps: every compile and event has phase `unknown` and no
+request (`Compile.live` is False). There is no monotonic clock either: `t` is the log's glog wall
+clock (local time, no year in the log, so counted from 2000 and rolled over at a new year); each
+Process anchors it to unix time through the first compile's `start_time` (`Process.unix_ns`).
+
+Format (torch/_logging/_internal.py, `TorchLogsFormatter` with trace=True): one record per line,
+`<glog prefix> <json metadata>`, the prefix `V1129 22:40:29.692000 13178 torch/x.py:12]` (the
+number is the pid on current torch, a thread id on old ones); the payload, if any, follows on
+lines that start with a tab, and `has_payload` is the md5 of those lines joined by newlines.
+Files are read line by line in binary, payloads are hashed as they stream and kept only for the
+few artifacts used here, so logs of hundreds of MB are never held in memory. Lines that are not
+records and payloads whose md5 does not match are skipped and counted
+(`Trace.manifest["torch_trace"]`), never fatal.
+"""
+
+from __future__ import annotations
+
+import calendar
+import gzip
+import hashlib
+import json
+import math
+import re
+import zlib
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import IO, Any, cast
+
+from diag.errors import DiagError
+from diag.guards import parse_recompile_reasons
+from diag.run import Compile, Event, Frame, Guard, Process, RunData, Trace
+
+FORMAT_NAME = "torch-trace"
+RUN_LABEL = "compiled"
+PHASE = "unknown"
+
+_LOG_PREFIX = "dedicated_log_torch_trace_"
+_GZIP_MAGIC = b"\x1f\x8b"
+# glog prefix; `[rankN]:` only precedes it in TORCH_LOGS output, accepted for logs copied from it.
+_RECORD = re.compile(
+    rb"(?:\[rank(?P<rank>\d+)\]:)?[VIWEC](?P<mo>\d\d)(?P<d>\d\d) "
+    rb"(?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)\.(?P<us>\d{6}) +(?P<pid>\d+) [^\]\n]*\][^{\n]*"
+)
+_RANK_IN_NAME = re.compile(r"rank_(\d+)_")
+_BASE_YEAR = 2000  # a leap year, so a log written on 29 February still parses
+# Payloads kept in memory; every other payload is only hashed.
+_KEPT_ARTIFACTS = frozenset({"recompile_reasons", "dynamo_graph_break_reason", "torch_version"})
+# A file is "not a TORCH_TRACE log" when this many lines in a row open with no valid record.
+_SNIFF_LINES = 200
+_MAX_LINE = 64 << 20
+# Every 4096 lines: progress is reported, and a payload being read is hashed so far (bounds
+# the memory one huge payload holds).
+_EVERY_MASK = (1 << 12) - 1
+
+# Same rules as the recorder (collectors/compiles.py), so both readers agree on every compile.
+_LIMIT_RE = re.compile(r"recompile[_ ]limit|cache_size_limit|cache size limit", re.IGNORECASE)
+_LIMIT_TYPES = ("CacheLimitExceeded", "RecompileLimitExceeded")
+_BREAK_AT_RE = re.compile(r"Graph break in user code at (?P<where>\S+)")
+_BREAK_REASON_RE = re.compile(r"Graph Break Reason:\s*(?P<reason>.+)")
+_RESUME_RE = re.compile(r"^torch_dynamo_resume_in_(?P<fn>.+)_at_(?P<line>\d+)$")
+# Frames of torch itself in a dynamo_start stack (eval_frame, convert_frame, nn.Module calls).
+_TORCH_FRAME = re.compile(r"(?:^|/)torch/(?:_[A-Za-z_]+(?:/|\.py$)|nn/modules/)")
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class TorchTraceStats:
+    """What the reader skipped: kept in the manifest so a caller can say the input was damaged."""
+
+    files: list[str] = field(default_factory=list)
+    skipped_files: list[str] = field(default_factory=list)
+    records: int = 0
+    skipped_lines: int = 0
+    corrupt_payloads: int = 0
+    unfinished_compiles: int = 0
+
+    def warnings(self) -> list[str]:
+        lines = [f"{name}: not a TORCH_TRACE log, skipped" for name in self.skipped_files]
+        if self.skipped_lines:
+            lines.append(f"{self.skipped_lines} line(s) that are not trace records were skipped")
+        if self.corrupt_payloads:
+            lines.append(
+                f"{self.corrupt_payloads} payload(s) did not match their md5 (truncated or "
+                "corrupt) and were skipped"
+            )
+        if self.unfinished_compiles:
+            lines.append(
+                f"{self.unfinished_compiles} compile(s) started but never finished in the log "
+                "(process killed, or the log was cut)"
+            )
+        return lines
+
+
+def load_torch_trace(path: Path, progress: Progress | None = None) -> Trace:
+    """A directory of TORCH_TRACE logs (or one log, `.gz` too) as a Trace with one run.
+
+    Raises DiagError (one line) for a missing path, a directory without logs, or files that hold
+    no TORCH_TRACE record at all. `progress(done, total)` counts bytes read from disk.
+    """
+    files = _log_files(path)
+    stats = TorchTraceStats()
+    run = RunData(RUN_LABEL, path, None)
+    run.profiles = []  # no torch.profiler windows in these logs: nothing for Kineto analyses
+    total = sum(f.stat().st_size for f in files)
+    done = 0
+    used_pids: set[int] = set()
+    for log in files:
+        process = _read_log(log, run, stats, used_pids, _offset(progress, done, total))
+        done += log.stat().st_size
+        if process is None:
+            stats.skipped_files.append(log.name)
+        else:
+            stats.files.append(log.name)
+        if progress is not None:
+            progress(done, total)
+    if not run.processes:
+        what = files[0] if len(files) == 1 else path
+        raise DiagError(f"{what}: not a TORCH_TRACE log (no structured trace record found)")
+    run.compiles.sort(key=lambda c: c.t)
+    run.events.sort(key=lambda e: e.t)
+    versions = {k: v for p in run.processes for k, v in p.versions.items()}
+    manifest: dict[str, Any] = {
+        "format": FORMAT_NAME,
+        "status": None,
+        "versions": versions,
+        "runs": [{"label": RUN_LABEL, "status": None}],
+        "torch_trace": {**asdict(stats), "warnings": stats.warnings()},
+    }
+    return Trace(path, manifest, {RUN_LABEL: run})
+
+
+def _log_files(path: Path) -> list[Path]:
+    if not path.exists():
+        raise DiagError(f"{path}: no such TORCH_TRACE log or directory")
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        raise DiagError(f"{path}: not a file or directory")
+    files = sorted(p for p in path.iterdir() if p.is_file() and _is_log_name(p.name))
+    if not files:
+        # A diag trace recorded with --torch-trace keeps them under runs/<label>/torch_trace/.
+        files = sorted(p for p in path.rglob(f"{_LOG_PREFIX}*") if p.is_file())
+    if not files:
+        raise DiagError(f"{path}: no TORCH_TRACE logs (*.log, *.log.gz) in this directory")
+    return files
+
+
+def _is_log_name(name: str) -> bool:
+    return name.endswith((".log", ".log.gz"))
+
+
+def _offset(progress: Progress | None, done: int, total: int) -> Progress | None:
+    if progress is None:
+        return None
+    return lambda value, _total: progress(done + value, total)
+
+
+# --- one log file --------------------------------------------------------------------------------
+
+
+@dataclass
+class _Record:
+    """One record: its metadata, and its payload once the tab lines that follow are read.
+
+    Payload lines are hashed in batches (join, then strip the tabs with one replace): per-line
+    hashing made the reader 2x slower on payload-heavy logs.
+    """
+
+    meta: dict[str, Any]
+    t: int
+    pid: int
+    expect_md5: str | None
+    keep: bool
+    raw: list[bytes] = field(default_factory=list)  # lines as read: tab, text, line end
+    md5: Any = None
+    kept: list[bytes] = field(default_factory=list)
+    tail: bytes = b""  # the newline held back until another line follows it
+    overlong: bool = False
+
+    def flush(self) -> None:
+        if not self.raw:
+            return
+        chunk = b"".join(self.raw)
+        self.raw.clear()
+        if b"\r\n" in chunk:
+            # Logs that went through a CRLF checkout (tlparse's own test logs did).
+            chunk = chunk.replace(b"\r\n", b"\n")
+        data = chunk.replace(b"\n\t", b"\n")[1:]
+        body, tail = (data[:-1], b"\n") if data.endswith(b"\n") else (data, b"")
+        if self.md5 is None:
+            self.md5 = hashlib.md5(usedforsecurity=False)
+        self.md5.update(self.tail)
+        self.md5.update(body)
+        if self.keep:
+            self.kept.append(self.tail + body)
+        self.tail = tail
+
+    def payload(self) -> tuple[str | None, bool]:
+        """(text, corrupt): None when there is no payload or it does not match its md5."""
+        self.flush()
+        if self.expect_md5 is None and self.md5 is None:
+            return None, False
+        if self.overlong:
+            return None, True
+        digest = (self.md5 or hashlib.md5(usedforsecurity=False)).hexdigest()
+        if self.expect_md5 is not None and digest != self.expect_md5:
+            return None, True
+        if not self.keep:
+            return None, False
+        return b"".join(self.kept).decode("utf-8", errors="replace"), False
+
+
+def _open(log: Path) -> tuple[IO[bytes], IO[bytes]]:
+    """(reader, raw file): the raw file's position is the progress, gzip or not."""
+    raw: IO[bytes] = open(log, "rb")  # noqa: SIM115 - closed by the caller
+    if raw.read(2) == _GZIP_MAGIC:
+        raw.seek(0)
+        return cast(IO[bytes], gzip.GzipFile(fileobj=raw, mode="rb")), raw
+    raw.seek(0)
+    return raw, raw
+
+
+def _read_log(
+    log: Path, run: RunData, stats: TorchTraceStats, used_pids: set[int], progress: Progress | None
+) -> Process | None:
+    builder = _ProcessBuilder(log, run)
+    clock = _Clock()
+    local = TorchTraceStats()  # merged into `stats` only if the file is a log
+    current: _Record | None = None
+    append: Callable[[bytes], object] = _ignore  # current.raw.append, looked up once per record
+    found = False
+    misses = 0
+    count = 0
+    last = b""
+    try:
+        reader, raw = _open(log)
+    except OSError as exc:
+        raise DiagError(f"{log}: cannot read ({exc.strerror or exc})") from None
+    try:
+        for line in iter(partial(reader.readline, _MAX_LINE), b""):
+            last = line
+            count += 1
+            if not count & _EVERY_MASK:
+                # Now and then: report progress, and hash a long payload so far.
+                if progress is not None:
+                    progress(raw.tell(), 0)
+                if current is not None:
+                    current.flush()
+            overlong = line[-1] != 10 and len(line) == _MAX_LINE  # 10: "\n"
+            if overlong:
+                _drain(reader)
+            if line[0] == 9:  # a payload line: "\t" + text
+                if current is None:
+                    local.skipped_lines += 1
+                    misses += 1
+                    if not found and misses >= _SNIFF_LINES:
+                        break
+                elif overlong:
+                    current.overlong = True
+                else:
+                    append(line)
+                continue
+            if current is not None:
+                builder.handle(current, local)
+                current = None
+            if not line.strip():
+                continue  # tlparse: stray blank lines are never records
+            current = None if overlong else _parse_record(line, clock)
+            if current is None:
+                local.skipped_lines += 1
+                misses += 1
+                if not found and misses >= _SNIFF_LINES:
+                    break
+                continue
+            append = current.raw.append
+            found = True
+            local.records += 1
+        if current is not None:
+            builder.handle(current, local)
+    except (OSError, EOFError, zlib.error) as exc:
+        if not found:
+            raise DiagError(f"{log}: cannot read ({exc})") from None
+        local.skipped_lines += 1  # a gzip cut short: keep what was read
+    finally:
+        reader.close()
+        raw.close()
+    if not found:
+        return None
+    process = builder.finish(local, used_pids, clean=last.endswith(b"\n"))
+    stats.records += local.records
+    stats.skipped_lines += local.skipped_lines
+    stats.corrupt_payloads += local.corrupt_payloads
+    stats.unfinished_compiles += local.unfinished_compiles
+    return process
+
+
+def _ignore(_line: bytes) -> None:
+    """The payload sink before the first record: never called (no record, no payload)."""
+
+
+def _drain(reader: IO[bytes]) -> None:
+    """Skip the rest of a line longer than _MAX_LINE without holding it."""
+    while True:
+        chunk = reader.readline(_MAX_LINE)
+        if not chunk or chunk.endswith(b"\n"):
+            return
+
+
+def _parse_record(line: bytes, clock: _Clock) -> _Record | None:
+    match = _RECORD.match(line)
+    if match is None:
+        return None
+    try:
+        meta = json.loads(line[match.end() :])
+    except (ValueError, RecursionError):  # bad JSON, bad UTF-8, "[[[[..." nested too deep
+        return None
+    if not isinstance(meta, dict):
+        return None
+    if match.group("rank") is not None and "rank" not in meta:
+        meta["rank"] = int(match.group("rank"))
+    artifact = meta.get("artifact")
+    name = artifact.get("name") if isinstance(artifact, dict) else None
+    expect = meta.get("has_payload")
+    return _Record(
+        meta=meta,
+        t=clock.ns(match),
+        pid=int(match.group("pid")),
+        expect_md5=expect if isinstance(expect, str) else None,
+        keep=name in _KEPT_ARTIFACTS,
+    )
+
+
+class _Clock:
+    """glog time (`MMDD HH:MM:SS.micros`, no year) as ns; a month going back is a new year."""
+
+    def __init__(self) -> None:
+        self.year = _BASE_YEAR
+        self.month = 0
+        self._minute: tuple[bytes, int] = (b"", 0)
+
+    def ns(self, match: re.Match[bytes]) -> int:
+        key = match.group(0)[: match.end("mi")]
+        if key != self._minute[0]:
+            month = int(match.group("mo"))
+            if month < self.month:
+                self.year += 1
+            self.month = month
+            day, hour, minute = (int(match.group(g)) for g in ("d", "h", "mi"))
+            try:
+                seconds = calendar.timegm((self.year, month, day, hour, minute, 0, 0, 0, 0))
+            except (ValueError, OverflowError):
+                seconds = 0
+            self._minute = (key, seconds)
+        return (self._minute[1] + int(match.group("s"))) * 1_000_000_000 + int(
+            match.group("us")
+        ) * 1000
+
+
+# --- records -> compiles and events ----------------------------------------------------------
+
+
+@dataclass
+class _Start:
+    t: int
+    frame: Frame | None
+
+
+class _ProcessBuilder:
+    """The recorder's logic (collectors/compiles.py) replayed over one process's log."""
+
+    def __init__(self, log: Path, run: RunData) -> None:
+        self.log = log
+        self.run = run
+        self.pid: int | None = None
+        self.rank: int | None = None
+        match = _RANK_IN_NAME.search(log.name)
+        self.name_rank = int(match.group(1)) if match else None
+        self.versions: dict[str, Any] = {}
+        self.strings: dict[int, str] = {}
+        self.epoch = 0
+        self.ended: set[str] = set()  # compile ids finished in this epoch
+        self.frames: dict[str, Frame] = {}  # frame id -> frame, in this epoch
+        self.starts: dict[str, _Start] = {}
+        self.guards: dict[str, list[Guard]] = {}
+        self.broke: set[tuple[int, str]] = set()  # (epoch, compile id) with a break artifact
+        self.restarts: list[tuple[Compile, list[str]]] = []
+        self.compiles: list[Compile] = []
+        self.events: list[Event] = []
+        self.anchor: tuple[int, int] | None = None  # (t, unix ns)
+
+    def handle(self, record: _Record, stats: TorchTraceStats) -> None:
+        meta = record.meta
+        if self.pid is None:
+            self.pid = record.pid
+        rank = meta.get("rank")
+        if self.rank is None and isinstance(rank, int):
+            self.rank = rank
+        payload, corrupt = record.payload()
+        if corrupt:
+            stats.corrupt_payloads += 1
+        if "str" in meta:
+            item = meta["str"]
+            if isinstance(item, list) and len(item) == 2 and isinstance(item[1], int):
+                self.strings[item[1]] = str(item[0])
+        elif "dynamo_start" in meta:
+            self._start(meta, record.t)
+        elif "compilation_metrics" in meta:
+            metrics = meta["compilation_metrics"]
+            if isinstance(metrics, dict):
+                self._metrics(meta, metrics, record.t)
+        elif isinstance(meta.get("artifact"), dict) and payload is not None:
+            self._artifact(meta, str(meta["artifact"].get("name")), payload, record.t)
+
+    # -- one kind of record each
+
+    def _new_epoch_if_seen(self, compile_id: str) -> None:
+        """Compile ids restart after torch._dynamo.reset(), which the log does not mark: an id
+        that already finished starts a new epoch, as the recorder's reset hook would."""
+        if compile_id in self.ended:
+            self.epoch += 1
+            self.ended.clear()
+            self.frames.clear()
+            self.starts.clear()
+            self.guards.clear()
+
+    def _start(self, meta: dict[str, Any], t: int) -> None:
+        compile_id = _envelope_id(meta)
+        self._new_epoch_if_seen(compile_id)
+        info = meta["dynamo_start"]
+        stack = info.get("stack") if isinstance(info, dict) else None
+        self.starts[compile_id] = _Start(t, self._stack_frame(stack))
+
+    def _artifact(self, meta: dict[str, Any], name: str, payload: str, t: int) -> None:
+        if name == "recompile_reasons":
+            # Torch logs the reasons before dynamo_start: they may be a new epoch's first sign.
+            compile_id = _envelope_id(meta)
+            self._new_epoch_if_seen(compile_id)
+            self.guards[compile_id] = _guards(payload)
+        elif name == "dynamo_graph_break_reason":
+            compile_id = _envelope_id(meta)
+            self._new_epoch_if_seen(compile_id)
+            self.broke.add((self.epoch, compile_id))
+            at = _BREAK_AT_RE.search(payload)
+            reason = _BREAK_REASON_RE.search(payload)
+            self._event(
+                "graph_break",
+                t,
+                compile_id=compile_id,
+                epoch=self.epoch,
+                user_location=at.group("where") if at else None,
+                reason=reason.group("reason").strip()[:500] if reason else _first_line(payload),
+                raw=payload[:4000],
+            )
+        elif name == "torch_version":
+            try:
+                version = json.loads(payload).get("pytorch_version")
+            except (ValueError, AttributeError, RecursionError):
+                version = None
+            if isinstance(version, str):
+                self.versions["torch"] = version
+
+    def _metrics(self, meta: dict[str, Any], metrics: dict[str, Any], t: int) -> None:
+        compile_id = metrics.get("compile_id")
+        if not isinstance(compile_id, str) or not compile_id:
+            compile_id = _envelope_id(meta)
+        if compile_id not in self.starts:
+            self._new_epoch_if_seen(compile_id)
+        start = self.starts.pop(compile_id, None)
+        frame_key = _frame_key(meta, compile_id)
+        frame: Frame | None = None
+        if metrics.get("co_name"):
+            line = metrics.get("co_firstlineno")
+            frame = Frame(
+                str(metrics["co_name"]),
+                _text(metrics.get("co_filename")),
+                line if isinstance(line, int) else None,
+            )
+            self.frames[frame_key] = frame
+        else:
+            frame = self.frames.get(frame_key) or (start.frame if start else None)
+        fail_type = metrics.get("fail_type")
+        fail_reason = _first_line(metrics.get("fail_reason"))
+        if fail_type and (str(fail_type) in _LIMIT_TYPES or _LIMIT_RE.search(fail_reason or "")):
+            result = "recompile_limit"
+        elif fail_type:
+            result = "failed"
+        else:
+            result = "ok"
+        duration = _duration(metrics, start, t)
+        guards = self.guards.pop(compile_id, None)
+        if guards is None:
+            # No artifact (older torch, or a corrupt payload): torch 2.5+ keeps the first reason.
+            reason = metrics.get("recompile_reason")
+            guards = _guards(reason) if isinstance(reason, str) else []
+        item = Compile(
+            compile_id=compile_id,
+            epoch=self.epoch,
+            frame=frame,
+            result=result,
+            duration_s=duration,
+            t=t,
+            start_t=start.t if start else (t - int(duration * 1e9) if duration else None),
+            phase=PHASE,
+            request_id=None,
+            step=None,
+            pid=0,  # set in finish(), once the file's pid is settled
+            guards=guards,
+            fail_reason=fail_reason,
+        )
+        self.compiles.append(item)
+        self.ended.add(compile_id)
+        self._anchor(metrics, item)
+        restarts = metrics.get("restart_reasons")
+        if isinstance(restarts, list) and restarts and (self.epoch, compile_id) not in self.broke:
+            self.restarts.append((item, [str(r) for r in restarts]))
+        if result == "recompile_limit":
+            self._event(
+                "recompile_limit",
+                t,
+                compile_id=compile_id,
+                epoch=self.epoch,
+                frame=_frame_dict(frame),
+                reason=fail_reason,
+            )
+
+    def _anchor(self, metrics: dict[str, Any], item: Compile) -> None:
+        """Place the glog clock in unix time with the first compile that says when it began."""
+        if self.anchor is not None or item.start_t is None:
+            return
+        start_us, start_s = (
+            _number(metrics.get("start_time_us")),
+            _number(metrics.get("start_time")),
+        )
+        if start_us is not None and 0 < start_us < 1e20:
+            self.anchor = (item.start_t, int(start_us * 1000))
+        elif start_s is not None and 0 < start_s < 1e14:
+            self.anchor = (item.start_t, int(start_s * 1e9))
+
+    def _event(self, kind: str, t: int, **data: Any) -> None:
+        data.update(phase=PHASE, request_id=None, step=None)
+        self.events.append(Event(kind, t, 0, data))
+
+    def _stack_frame(self, stack: Any) -> Frame | None:
+        """The frame Dynamo started on: the stack's last frame outside torch's own files."""
+        if not isinstance(stack, list):
+            return None
+        for entry in reversed(stack):
+            if not isinstance(entry, dict):
+                continue
+            name = entry.get("filename")
+            file = self.strings.get(name) if isinstance(name, int) else _text(name)
+            if file is not None and _TORCH_FRAME.search(file):
+                continue
+            line = entry.get("line")
+            return Frame(str(entry.get("name")), file, line if isinstance(line, int) else None)
+        return None
+
+    # -- the end of the file
+
+    def finish(self, stats: TorchTraceStats, used_pids: set[int], clean: bool) -> Process:
+        self._restart_breaks()
+        pid = self.pid if self.pid is not None and self.pid not in used_pids else None
+        if pid is None:
+            pid = next(n for n in range(1, len(used_pids) + 2) if n not in used_pids)
+        used_pids.add(pid)
+        stats.unfinished_compiles += len(self.starts)
+        for item in self.compiles:
+            item.pid = pid
+        for event in self.events:
+            event.pid = pid
+        process = Process(
+            pid,
+            self.rank if self.rank is not None else self.name_rank,
+            self.log,
+            [],
+            dict(self.versions),
+            ended=clean and not self.starts,
+        )
+        if self.anchor is not None:
+            process.start_t, process.wall_ns = self.anchor
+        self.run.processes.append(process)
+        self.run.compiles.extend(self.compiles)
+        self.run.events.extend(self.events)
+        return process
+
+    def _restart_breaks(self) -> None:
+        """Old torch logs no dynamo_graph_break_reason artifact: a compile restarted by a graph
+        break is followed by its resume frame, `torch_dynamo_resume_in_<fn>_at_<line>`, whose
+        name gives the line that broke."""
+        resumes: dict[tuple[int, str | None, str], list[int]] = {}
+        for item in self.compiles:
+            match = _RESUME_RE.match(item.frame.name) if item.frame else None
+            if match is not None and item.frame is not None:
+                key = (item.epoch, item.frame.file, match.group("fn"))
+                resumes.setdefault(key, []).append(int(match.group("line")))
+        for item, reasons in self.restarts:
+            location: str | None = None
+            frame = item.frame
+            if frame is not None:
+                base = _RESUME_RE.match(frame.name)
+                fn = base.group("fn") if base else frame.name
+                after = frame.line or 0
+                lines = [n for n in resumes.get((item.epoch, frame.file, fn), []) if n > after]
+                if lines:
+                    location = f"{frame.file}:{min(lines)}"
+            raw = "\n".join(reasons)
+            self._event(
+                "graph_break",
+                item.t,
+                compile_id=item.compile_id,
+                epoch=item.epoch,
+                user_location=location,
+                reason=_first_line(reasons[0].strip("'\"")),
+                raw=raw[:4000],
+                source="restart_reasons",
+            )
+
+
+# --- small helpers -------------------------------------------------------------------------------
+
+
+def _guards(payload: str) -> list[Guard]:
+    return [
+        Guard(g.kind, g.source, g.expected, g.actual, g.user_location, g.raw, g.compile_id)
+        for g in parse_recompile_reasons(payload)
+    ]
+
+
+def _envelope_id(meta: dict[str, Any]) -> str:
+    """`frame/attempt` from the record's context, as torch's CompileId prints it."""
+    frame, attempt = meta.get("frame_id"), meta.get("frame_compile_id")
+    base = f"{frame}/{attempt}" if frame is not None and attempt is not None else None
+    autograd = meta.get("compiled_autograd_id")
+    if autograd is not None:
+        return f"!{autograd}" + (f"/{base}" if base else "")
+    return base or "?"
+
+
+def _frame_key(meta: dict[str, Any], compile_id: str) -> str:
+    frame = meta.get("frame_id")
+    if frame is not None:
+        return str(frame)
+    return compile_id.rsplit("/", 1)[0]
+
+
+def _duration(metrics: dict[str, Any], start: _Start | None, t: int) -> float | None:
+    """Seconds, from the first field this torch version wrote; never negative or absurd."""
+    value = _number(metrics.get("entire_frame_compile_time_s"))
+    if value is None:
+        micros = _number(metrics.get("duration_us"))
+        value = micros / 1e6 if micros is not None else None
+    if value is None:
+        begin, end = _number(metrics.get("start_time_us")), _number(metrics.get("end_time_us"))
+        if begin is not None and end is not None:
+            value = (end - begin) / 1e6
+    if value is None and start is not None:
+        value = (t - start.t) / 1e9
+    if value is None or not 0 <= value < 1e7:
+        return None
+    return value
+
+
+def _number(value: object) -> float | None:
+    """A finite JSON number (the log may say NaN or Infinity, which json accepts), else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    number = float(value) if abs(value) < 1e300 else math.inf
+    return number if math.isfinite(number) else None
+
+
+def _first_line(text: object) -> str | None:
+    if not isinstance(text, str) or not text.strip():
+        return None
+    return text.strip().splitlines()[0][:500]
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _frame_dict(frame: Frame | None) -> dict[str, Any] | None:
+    if frame is None:
+        return None
+    return {"name": frame.name, "file": frame.file, "line": frame.line}
