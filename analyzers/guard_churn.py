@@ -112,9 +112,11 @@ def _finding(run: RunData, group: _Group, cwd: str | None) -> Finding:
     per_call = _varies_within_a_step(compiles)
     count = len(compiles)
 
+    unknown = all(c.phase == "unknown" for c in compiles)
+    when = "no step information" if unknown else "all in warmup"
     evidence = [
         f"{count} recompile(s) of {frame} with the {group.kind} guard on `{group.source}` "
-        f"failing ({f'{len(live)} live' if live else 'all in warmup'})",
+        f"failing ({f'{len(live)} live' if live else when})",
         f"values the cached entries expected: {_values_text(group.kind, values)}",
         f"where: {_where_list(compiles)}",
     ]
@@ -143,7 +145,7 @@ def _finding(run: RunData, group: _Group, cwd: str | None) -> Finding:
             else f"no user line recorded for this guard; the compiled frame is at {location}"
         )
 
-    live_text = f", {len(live)} live" if live else ", warmup only"
+    live_text = f", {len(live)} live" if live else ("" if unknown else ", warmup only")
     title = f"{frame} recompiled {count} time(s) on `{group.source}` ({group.kind}{live_text})"
     if limit is not None:
         title += ": hit the recompile limit, now eager"
@@ -301,6 +303,8 @@ def _limit_hit(run: RunData, group: _Group) -> Compile | None:
 
 
 def _where(item: Compile) -> str:
+    if item.phase == "unknown":
+        return f"compile {item.compile_id} (no step information)"
     if item.request_id is None:
         return f"{item.phase} (outside a request)"
     step = f" step {item.step}" if item.step is not None else ""

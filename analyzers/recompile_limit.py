@@ -32,12 +32,13 @@ _SIZE_KINDS = ("tensor-size", "tensor-stride")
 def analyze(trace: Trace) -> list[Finding]:
     findings: list[Finding] = []
     for run in trace.runs.values():
-        seen: dict[str, int] = {}
+        # Numbered per process and frame: each rank's first hit keeps the plain id.
+        seen: dict[tuple[int, str], int] = {}
         for event in run.of("recompile_limit"):
             frame = Frame.from_event(event.data.get("frame"))
             name = frame.name if frame is not None else "<unknown frame>"
-            index = seen.get(name, 0)
-            seen[name] = index + 1
+            index = seen.get((event.pid, name), 0)
+            seen[(event.pid, name)] = index + 1
             findings.append(_finding(run, event, frame, name, index))
     return findings
 
@@ -81,9 +82,14 @@ def _finding(run: RunData, event: Event, frame: Frame | None, name: str, index: 
         warm = sum(1 for c in before if c.phase == "warmup")
         live = sum(1 for c in before if c.live)
         seconds = sum(c.duration_s or 0.0 for c in before)
+        split = (
+            "no step information"
+            if all(c.phase == "unknown" for c in before)
+            else f"{warm} in warmup, {live} live"
+        )
         evidence.append(
-            f"{name} compiled {len(before)} time(s) before the hit ({warm} in warmup, "
-            f"{live} live; {_secs(seconds)} of compile)"
+            f"{name} compiled {len(before)} time(s) before the hit ({split}; "
+            f"{_secs(seconds)} of compile)"
         )
     held = entries_at_hit if entries_at_hit is not None else entries_exit
     if held is not None:
@@ -230,6 +236,8 @@ def _guard_long(guard: Guard) -> str:
 
 
 def _where(phase: str, rid: str | None, step: int | None) -> str:
+    if phase == "unknown":
+        return "a point the trace has no step information for"
     if rid is None:
         return f"{phase}, outside a request"
     return f"{phase} {rid}" + (f" step {step}" if step is not None else "")

@@ -56,6 +56,9 @@ class AnalyzeCommand:
         trace = open_input(
             args.trace, against=args.against, torch_trace=args.torch_trace, kineto=args.kineto
         )
+        imported = trace.manifest.get("torch_trace")
+        for warning in imported.get("warnings", []) if isinstance(imported, dict) else []:
+            print(f"diag: warning: {warning}", file=sys.stderr)
         findings = analyze(trace, args.only)
         source = args.trace or args.torch_trace or args.kineto
         if args.json:
