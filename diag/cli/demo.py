@@ -1,4 +1,9 @@
-"""Record the built-in reference model with planted problems, then print what diag finds."""
+"""Record the built-in reference model with planted problems, then print what diag finds.
+
+The default plants show the three kinds of finding diag exists for: a live recompile from a
+shape warmup missed, guard churn on Python state, and a kernel that eager runs and compiled
+code routes around (seen by comparing with the eager baseline, one profiled steady step each).
+"""
 
 from __future__ import annotations
 
@@ -22,7 +27,7 @@ class DemoCommand:
             "--plant",
             action="append",
             metavar="NAME",
-            help="problem to plant (default: unwarmed-shape and guard-churn); "
+            help="problem to plant (default: unwarmed-shape, guard-churn and routing); "
             "see python -m diag.fixtures --help",
         )
         parser.add_argument("--model", default="wan", choices=["wan", "qwen", "ltx"])
@@ -33,7 +38,7 @@ class DemoCommand:
         from diag.launcher import RecordOptions, record
         from diag.summary import summarize
 
-        plants = args.plant or ["unwarmed-shape", "guard-churn"]
+        plants = args.plant or ["unwarmed-shape", "guard-churn", "routing"]
         command = [
             sys.executable,
             "-m",
@@ -49,10 +54,17 @@ class DemoCommand:
             command += ["--plant", plant]
         print(
             f"diag demo: recording the reference service ({args.model}, aot_eager, "
-            f"plants: {', '.join(plants)}) into {args.output}/ ...",
+            f"plants: {', '.join(plants)}; then its eager baseline) into {args.output}/ ...",
             file=sys.stderr,
         )
-        trace_dir, outcomes = record(RecordOptions(command=command, output=args.output, force=True))
+        options = RecordOptions(
+            command=command,
+            output=args.output,
+            force=True,
+            baseline="eager",
+            profile="steady:1",
+        )
+        trace_dir, outcomes = record(options)
         if outcomes[0].status != "complete":
             print(
                 f"diag demo: the reference service failed ({outcomes[0].status})", file=sys.stderr
