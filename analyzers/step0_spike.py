@@ -194,7 +194,8 @@ def _check(run: RunData, request: Request) -> Finding | None:
     return Finding(
         id=f"{ANALYZER}:{rid}{_id_suffix(run, request.pid)}",
         analyzer=ANALYZER,
-        severity="warning",
+        # The profiler's own start is diag's cost, not the program's: context, not a warning.
+        severity="info" if cause == "profiler" else "warning",
         title=title,
         evidence=evidence,
         fix=_fix(cause, frames),

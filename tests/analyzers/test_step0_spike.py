@@ -111,6 +111,8 @@ def test_profiler_start(tmp_path: Path) -> None:
     assert finding.data["median_s"] == 0.1
     assert "the profiler starting" in finding.title
     assert "window r0-s0-new-shape" in "\n".join(finding.evidence)
+    # diag's own cost: reported as context, so a clean profiled run has no warning.
+    assert finding.severity == "info"
 
 
 def test_allocator_growth(tmp_path: Path) -> None:
