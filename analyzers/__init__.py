@@ -26,6 +26,7 @@ REGISTRY: dict[str, str] = {
     "magi-compile": "magi",
     "kernel-routing": "kernel_routing",
     "offload-bound": "offload_bound",
+    "rank-divergence": "rank_divergence",
 }
 
 

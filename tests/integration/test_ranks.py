@@ -1,0 +1,211 @@
+"""The reference service as two ranks under a real torchrun (gloo, CPU), recorded by diag.
+
+Each configuration is recorded once per module: the clean service (symmetric compiles in warmup,
+nothing live, identical latents on both ranks, no rank-divergence finding) and the
+rank-recompile plant (rank 1 recompiles the block frame at r1 step 0, rank 0 waits for it).
+Small on purpose: 2 blocks, one warmup step per shape, two live requests of 3 steps.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from diag.analyzers import get_analyzer
+from diag.fixtures.cli import main
+from diag.fixtures.config import ConfigError, FixtureConfig
+from diag.fixtures.distributed import (
+    RankEnv,
+    place,
+    rank_env,
+    read_parallel_state,
+    split_passes,
+)
+from diag.fixtures.ground_truth import BLOCK_FRAME, expectation
+from diag.run import Trace, load_trace
+
+from .support import PYTHON, diag_record
+
+TORCHRUN = str(Path(PYTHON).with_name("torchrun"))
+SERVICE = (
+    "-m",
+    "diag.fixtures",
+    "--compile",
+    "--backend",
+    "aot_eager",
+    "--blocks",
+    "2",
+    "--warmup-steps",
+    "1",
+    "--requests",
+    "2x8x8:3,2x12x8:3",
+    "-q",
+)
+BLOCK = BLOCK_FRAME["wan"]
+
+
+@dataclass
+class Recording:
+    trace: Trace
+    results: dict[str, Any]  # the service's --json, written by rank 0
+
+
+def _record(folder: Path, *plants: str) -> Recording:
+    plant_args = [a for p in plants for a in ("--plant", p)]
+    out = folder / "service.json"
+    # One thread per rank: two ranks share the 2 cores.
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    torchrun = (TORCHRUN, "--standalone", "--nproc_per_node", "2")
+    command = (*torchrun, *SERVICE, "--json", str(out), *plant_args)
+    proc = diag_record(folder / "t", *command, options=("--profile", "none"), env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return Recording(load_trace(folder / "t"), json.loads(out.read_text(encoding="utf-8")))
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory: pytest.TempPathFactory) -> Recording:
+    return _record(tmp_path_factory.mktemp("ranks-clean"))
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory: pytest.TempPathFactory) -> Recording:
+    return _record(tmp_path_factory.mktemp("ranks-plant"), "rank-recompile")
+
+
+def _planted_read() -> str:
+    """`fixtures/distributed.py:N`, N the line where the plant's hook reads the rank's state."""
+    lines, first = inspect.getsourcelines(read_parallel_state)
+    offset = next(i for i, line in enumerate(lines) if 'PARALLEL_STATE["attn_layout"]' in line)
+    return f"fixtures/distributed.py:{first + offset}"
+
+
+def _ranked(trace: Trace) -> dict[int, int]:
+    """rank -> pid of the compiled run's rank processes."""
+    run = trace.compiled
+    assert run is not None
+    return {p.rank: p.pid for p in run.processes if p.rank is not None}
+
+
+def test_clean_run_records_a_folder_per_rank_and_identical_latents(clean: Recording) -> None:
+    run = clean.trace.compiled
+    assert run is not None
+    folders = sorted(p.folder.name.split("-")[0] for p in run.processes if p.rank is not None)
+    assert folders == ["rank0", "rank1"]
+    ranks = clean.results["ranks"]
+    assert (ranks["world_size"], ranks["backend"]) == (2, "gloo")
+    assert ranks["passes"] == {"0": ["cond"], "1": ["uncond"]}
+    digests = ranks["latents_sha256"]
+    assert list(digests) == ["warmup0", "warmup1", "r0", "r1"]
+    assert all(len(d) == 2 and d[0] == d[1] for d in digests.values())
+    assert ranks["latents_identical"] is True
+    # Both ranks recorded every step: 2 warmup steps and 2 x 3 live steps each.
+    for pid in _ranked(clean.trace).values():
+        phases = [s.phase for s in run.steps if s.pid == pid]
+        assert (phases.count("warmup"), phases.count("live")) == (2, 6)
+
+
+def test_clean_run_has_no_rank_divergence(clean: Recording) -> None:
+    run = clean.trace.compiled
+    assert run is not None
+    # Both ranks compiled the block frame in warmup alike, and nothing live.
+    per_rank = {
+        rank: [c.request_id for c in run.compiles if c.pid == pid]
+        for rank, pid in _ranked(clean.trace).items()
+    }
+    assert per_rank[0] == per_rank[1] == ["warmup0", "warmup1"]
+    assert get_analyzer("rank-divergence")(clean.trace) == []
+
+
+def test_rank_recompile_is_a_cross_rank_error_naming_rank_1_and_the_guard(
+    planted: Recording,
+) -> None:
+    truth = expectation("rank-recompile", "wan").live_recompiles[0]
+    findings = get_analyzer("rank-divergence")(planted.trace)
+    assert [f.id for f in findings] == [f"rank-divergence:compile:{BLOCK}:r1@rank1"]
+    [finding] = findings
+    assert finding.severity == "error"
+    assert finding.title.startswith(f"rank 1 recompiled {BLOCK} at r1 step 0 and rank 0 did not")
+    assert re.search(truth.guard, finding.title), finding.title
+    assert finding.data["rank"] == truth.rank == 1
+    assert finding.data["steps"] == [truth.step]
+    assert finding.data["ranks_without"] == [0]
+    assert finding.data["guard"]["kind"] == truth.guard_kind
+    assert truth.source in finding.data["guard"]["source"]
+    # The collective after each step: rank 0 finished its step early and waited for the compile.
+    wait = finding.data["waits_s"]["0"]
+    assert wait >= 0.5 * finding.data["compile_s"] > 0
+    assert "; rank 0 waited " in finding.title
+    assert finding.location == _planted_read()
+    assert "per-rank Python state" in finding.fix
+    assert planted.results["ranks"]["latents_identical"] is True
+
+
+def test_rank_recompile_is_a_live_compile_of_rank_1_only(planted: Recording) -> None:
+    truth = expectation("rank-recompile", "wan")
+    errors = [f for f in get_analyzer("live-compile")(planted.trace) if f.severity == "error"]
+    assert [f.id for f in errors] == [f"live-compile:{BLOCK}:r1@rank1"]
+    run = planted.trace.compiled
+    assert run is not None
+    ranks = _ranked(planted.trace)
+    live = [(c.pid, c.request_id, c.step) for c in run.compiles if c.live]
+    assert live == [(ranks[1], "r1", 0)]
+    # Cache entries at exit: rank 1 holds the extra entry, rank 0 the clean count.
+    final = {(pid, frame.name): n for (pid, frame), n in run.cache_final.items()}
+    assert {rank: final[(pid, BLOCK)] for rank, pid in ranks.items()} == {
+        0: 2,
+        1: truth.cache_entries[BLOCK],
+    }
+
+
+def test_analyze_prints_the_cross_rank_error(planted: Recording) -> None:
+    proc = subprocess.run(
+        [PYTHON, "-m", "diag", "analyze", str(planted.trace.path), "--only", "rank-divergence"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert f"ERROR   [rank-divergence] rank 1 recompiled {BLOCK} at r1 step 0" in proc.stdout
+    assert "1 finding(s): 1 error, 0 warning, 0 info" in proc.stdout
+
+
+def test_the_plant_without_torchrun_is_a_usage_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """In process (torch is loaded already): the command line's own main()."""
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    assert main(["--plant", "rank-recompile", "-q"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.splitlines() == [
+        "diag.fixtures: error: --plant rank-recompile needs several ranks: run it under "
+        "torchrun --nproc_per_node 2 -m diag.fixtures ..."
+    ]
+
+
+def test_rank_placement() -> None:
+    assert rank_env({}) is None
+    assert rank_env({"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1"}) == RankEnv(1, 2, 1)
+    with pytest.raises(ConfigError, match="integers"):
+        rank_env({"RANK": "one", "WORLD_SIZE": "2"})
+    with pytest.raises(ConfigError, match="bad rank 2 of WORLD_SIZE 2"):
+        rank_env({"RANK": "2", "WORLD_SIZE": "2"})
+    # Each CUDA rank takes the GPU of its local rank, whatever --device named.
+    with pytest.raises(ConfigError, match="at most 2 ranks, not 4"):
+        place(FixtureConfig(device="cuda"), RankEnv(3, 4, 1))
+    cuda = place(FixtureConfig(model="ltx", device="cuda:0"), RankEnv(2, 3, 1))
+    assert cuda.device == "cuda:1"
+    assert place(FixtureConfig(), RankEnv(0, 2, 0)).device == "cpu"
+    with pytest.raises(ConfigError, match="at least 2 ranks"):
+        place(FixtureConfig(plants=frozenset({"rank-recompile"})), RankEnv(0, 1, 0))
+    passes = ("cond", "uncond", "perturbed")
+    assert [split_passes(passes, 2, r) for r in (0, 1)] == [("cond", "perturbed"), ("uncond",)]
