@@ -1,0 +1,764 @@
+"""diag's reader for torch.profiler (Kineto) Chrome traces.
+
+Turns one trace file into GPU activities (kernels, copies, memsets) joined to the runtime or
+driver call that launched them, the CPU op open at the launch and the user annotations around
+it, plus the CPU ops, syncs and annotations themselves. HTA takes ~20x the time and ~5x the
+memory on the same file and drops what we need (flows, the last step), so diag reads the file
+itself (bench/ingest.py, docs/INGEST.md).
+
+The file is streamed: gzip (or plain JSON) is decompressed in chunks, each chunk's events are
+decoded by msgspec into a small typed struct (only the fields used here) and folded into
+columns at once, so memory holds the result, not the document. Joins run at the end: kernel ->
+launch by `args.correlation` (runtime and driver calls alike: cuLaunchKernelEx carries GEMMs
+and Triton), launch -> CPU op by External id (lowercase `external id` in 2021 traces, else
+containment on the launching thread), annotations by containment (a per-thread sweep).
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import gc
+import gzip
+import itertools
+import operator
+import os
+import queue
+import re
+import threading
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+import msgspec
+
+from diag.errors import DiagError
+
+# Bump when the parsed result changes for the same input: it invalidates derived caches.
+PARSER_VERSION = 1
+REGION_PREFIX = "diag.region:"
+
+Progress = Callable[[int, int], None]
+
+
+class Activity(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """One GPU-side activity and where on the CPU it came from."""
+
+    kind: str  # "kernel" | "memcpy" | "memset"
+    name: str
+    ts: float  # µs, trace clock
+    dur: float  # µs
+    device: int
+    stream: int
+    correlation: int  # 0 when none
+    bytes: int  # memcpy/memset bytes, else 0
+    direction: str  # "HtoD" | "DtoH" | "DtoD" | "PtoP" | ""
+    launcher: str  # runtime/driver call that launched it; "" unmatched
+    launch_ts: float  # CPU time of the launch (µs); -1.0 unmatched
+    op: str  # innermost CPU op at the launch; "" unknown
+    region: str  # innermost diag.region around the launch, prefix stripped; "" none
+    annotation: str  # innermost user annotation around the launch; "" none
+
+
+class CpuOp(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """A profiler CPU op (cat cpu_op; 2021: Operator)."""
+
+    name: str
+    ts: float
+    dur: float
+    tid: int
+    depth: int  # nesting among CPU ops on its thread, 0 = outermost
+    region: str  # innermost diag.region containing it on its thread; "" none
+
+
+class Sync(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """CPU time blocked waiting for the GPU."""
+
+    name: str
+    ts: float
+    dur: float
+    tid: int
+    kind: str  # "stream" | "device" | "event" | "other"
+
+
+class Annotation(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """A user annotation (record_function, diag.region, ProfilerStep) on the CPU side."""
+
+    name: str
+    ts: float
+    dur: float
+    tid: int
+
+
+class KinetoTrace(msgspec.Struct):
+    """One Kineto trace file, parsed and joined (read_kineto; kinetocache.load_kineto)."""
+
+    path: str
+    platform: str  # "cuda" | "rocm" | "cpu"
+    base_ns: int  # unix ns = base_ns + round(ts * 1000); 0 when ts is already unix µs
+    start_ts: float
+    end_ts: float
+    event_count: int  # raw events in the file
+    activities: list[Activity]  # sorted by ts
+    cpu_ops: list[CpuOp]  # sorted by ts
+    syncs: list[Sync]  # sorted by ts
+    annotations: list[Annotation]  # sorted by ts
+
+    def unix_ns(self, ts: float) -> int:
+        """Wall-clock ns of a trace timestamp (µs), to line it up with diag's events."""
+        return self.base_ns + round(ts * 1000)
+
+
+# --- raw events: only the fields used, unknown ones skipped by msgspec ---------------------
+
+_Id = int | str | None
+
+
+class _RawArgs(msgspec.Struct, gc=False):
+    correlation: _Id = None
+    external_id: _Id = msgspec.field(default=None, name="External id")
+    external_id_2021: _Id = msgspec.field(default=None, name="external id")
+    device: _Id = None
+    stream: _Id = None
+    bytes: int | float | str | None = None
+    kind: _Id = None  # ROCm copies: "HtoD"
+    size: int | float | str | None = None  # ROCm hipMemcpy* calls: bytes
+
+
+class _RawEvent(msgspec.Struct, gc=False):
+    ph: str = ""
+    cat: str = ""
+    name: str = ""
+    pid: _Id = None
+    tid: _Id = None
+    ts: float | None = None
+    dur: float | None = None
+    args: _RawArgs | None = None
+
+
+class _RawDoc(msgspec.Struct):
+    traceEvents: list[_RawEvent] | None = None  # noqa: N815 (the file's key)
+    baseTimeNanoseconds: int | float | None = None  # noqa: N815
+
+
+_CPU, _ANNOTATION, _RUNTIME, _KERNEL, _MEMCPY, _MEMSET, _SYNC = range(7)
+_CATEGORIES = {
+    "cpu_op": _CPU,
+    "Operator": _CPU,
+    "user_annotation": _ANNOTATION,
+    "cuda_runtime": _RUNTIME,
+    "cuda_driver": _RUNTIME,
+    "Runtime": _RUNTIME,
+    "Driver": _RUNTIME,
+    "privateuse1_runtime": _RUNTIME,
+    "privateuse1_driver": _RUNTIME,
+    "kernel": _KERNEL,
+    "Kernel": _KERNEL,
+    "gpu_memcpy": _MEMCPY,
+    "Memcpy": _MEMCPY,
+    "gpu_memset": _MEMSET,
+    "Memset": _MEMSET,
+    "cuda_sync": _SYNC,
+}
+_ACTIVITY_KIND = {_KERNEL: "kernel", _MEMCPY: "memcpy", _MEMSET: "memset"}
+_DIRECTIONS = ("HtoD", "DtoH", "DtoD", "PtoP")
+_DIGITS = re.compile(r"-?\d+")
+
+
+def _as_int(value: object) -> int:
+    """Ids and numbers as Kineto writes them: ints, or strings like "7", "stream 7", "0x0"."""
+    if type(value) is int:
+        return value
+    if isinstance(value, float):
+        return int(value)
+    if isinstance(value, str):
+        if value.startswith("0x"):
+            try:
+                return int(value, 16)
+            except ValueError:
+                return 0
+        found = _DIGITS.search(value)
+        return int(found.group()) if found else 0
+    return 0
+
+
+def _sync_kind(name: str) -> str | None:
+    """Which wait a runtime call or cuda_sync activity is; None when it is not a CPU wait."""
+    lower = name.lower()
+    if "wait" in lower and "event" in lower:
+        return None  # cudaStreamWaitEvent / "Stream Wait Event": the GPU waits, not the CPU
+    if "synchronize" not in lower and not lower.endswith(" sync"):
+        return None
+    if "stream" in lower:
+        return "stream"
+    if "device" in lower or "ctx" in lower or "context" in lower:
+        return "device"
+    if "event" in lower:
+        return "event"
+    return "other"
+
+
+def _direction(name: str) -> str:
+    """`Memcpy HtoD (Pinned -> Device)` -> "HtoD"."""
+    if name.startswith("Memcpy "):
+        word = name[7:11]
+        if word in _DIRECTIONS:
+            return word
+    return ""
+
+
+# --- streaming the document ------------------------------------------------------------------
+
+_CHUNK = 16 << 20
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+_BYTE_OFFSET = re.compile(r" \(byte \d+\)")
+_EVENT_INDEX = re.compile(r"(?:\$\.traceEvents|\$)\[(\d+)\]")
+_DECODE_EVENTS = msgspec.json.Decoder(list[_RawEvent])
+_DECODE_DOC = msgspec.json.Decoder(_RawDoc)
+
+
+class _Source:
+    """The file's decompressed bytes in chunks, with how far into the file it has read.
+
+    A thread reads ahead: zlib and file reads release the GIL, so decompressing the next chunk
+    overlaps with decoding this one.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            self.raw: BinaryIO = open(path, "rb")  # noqa: SIM115 (closed in close())
+        except FileNotFoundError:
+            raise DiagError(f"{path}: no such file") from None
+        except IsADirectoryError:
+            raise DiagError(f"{path}: is a directory, not a Kineto trace file") from None
+        except OSError as exc:
+            raise DiagError(f"{path}: cannot read ({exc.strerror})") from None
+        self.size = os.fstat(self.raw.fileno()).st_size
+        self.done = 0
+        gzipped = self.raw.read(2) == b"\x1f\x8b"
+        self.raw.seek(0)
+        self.stream: BinaryIO = (
+            gzip.GzipFile(fileobj=self.raw) if gzipped else self.raw  # type: ignore[assignment]
+        )
+        self._queue: queue.Queue[tuple[bytes | BaseException, int]] = queue.Queue(maxsize=2)
+        self._stop = threading.Event()
+        self._eof = False
+        self._thread = threading.Thread(target=self._pump, name="diag-kineto-read", daemon=True)
+        self._thread.start()
+
+    def _pump(self) -> None:
+        try:
+            while not self._stop.is_set():
+                data = self.stream.read(_CHUNK)
+                self._offer((data, self.raw.tell()))
+                if not data:
+                    return
+        except BaseException as exc:  # handed to the reading thread, which raises it
+            self._offer((exc, 0))
+
+    def _offer(self, item: tuple[bytes | BaseException, int]) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(queue.Full):
+                self._queue.put(item, timeout=0.05)
+                return
+
+    def read(self) -> bytes:
+        """The next chunk; b"" at the end."""
+        if self._eof:
+            return b""
+        data, self.done = self._queue.get()
+        if isinstance(data, EOFError):
+            raise DiagError(f"{self.path}: truncated gzip file (it ends mid-stream)")
+        if isinstance(data, gzip.BadGzipFile | zlib.error):
+            raise DiagError(f"{self.path}: corrupt gzip data ({data})")
+        if isinstance(data, OSError):
+            raise DiagError(f"{self.path}: cannot read ({data})")
+        if isinstance(data, BaseException):
+            raise data
+        self._eof = not data
+        return data
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.stream.close()
+        self.raw.close()
+
+
+def _event_chunks(
+    source: _Source, doc: _RawDoc, progress: Progress | None
+) -> Iterator[list[_RawEvent]]:
+    """Decoded traceEvents, a chunk at a time; fills `doc` with the top-level fields.
+
+    The array is cut after a `}` `,` `{` sequence and each piece decoded as a list: a cut that
+    falls inside a string or a nested object leaves the piece invalid JSON, so a decode that
+    succeeds proves the cut was between two events; a failed cut just waits for more data.
+    Anything unusual (no traceEvents key early, odd layout) falls back to decoding it whole.
+    """
+    buf = source.read()
+    if not buf.strip():
+        raise DiagError(f"{source.path}: empty file, not a Kineto trace")
+    key = _EVENTS_KEY.search(buf)
+    head: _RawDoc | None = None
+    if key is not None:
+        try:
+            head = _DECODE_DOC.decode(buf[: key.end()] + b"]}")
+        except msgspec.MsgspecError:
+            head = None
+    if key is None or head is None:  # no streaming: read it all and decode once
+        while more := source.read():
+            buf += more
+        whole = _decode_doc(source.path, buf, 0, whole=True)
+        doc.baseTimeNanoseconds = whole.baseTimeNanoseconds
+        yield whole.traceEvents or []
+        return
+    doc.baseTimeNanoseconds = head.baseTimeNanoseconds
+    pending = bytearray(b"[")
+    pending += memoryview(buf)[key.end() :]
+    del buf
+    decoded = 0
+    eof = False
+    while not eof:
+        more = source.read()
+        eof = not more
+        pending += more
+        if progress is not None:
+            progress(source.done, source.size)
+        cut = None if eof else _last_boundary(pending)
+        if cut is None:
+            continue
+        comma = pending.index(b",", cut)
+        pending[comma] = ord("]")
+        try:
+            events = _DECODE_EVENTS.decode(memoryview(pending)[: comma + 1])
+        except msgspec.ValidationError as exc:
+            raise _bad_event(source.path, exc, decoded) from None
+        except msgspec.DecodeError:
+            pending[comma] = ord(",")  # not a cut between events: read on
+            continue
+        decoded += len(events)
+        yield events
+        del events
+        rest = pending.index(b"{", comma)
+        pending = bytearray(b"[") + memoryview(pending)[rest:]
+    tail = _decode_doc(source.path, b'{"traceEvents":' + bytes(pending), decoded, whole=False)
+    if tail.baseTimeNanoseconds is not None:
+        doc.baseTimeNanoseconds = tail.baseTimeNanoseconds
+    yield tail.traceEvents or []
+
+
+def _last_boundary(buf: bytearray) -> int | None:
+    window = 1 << 16
+    while True:
+        start = max(1, len(buf) - window)
+        last = None
+        for last in _BOUNDARY.finditer(buf, start):  # noqa: B007 (only the last one matters)
+            pass
+        if last is not None or start == 1:
+            return last.start() if last is not None else None
+        window *= 8
+
+
+def _decode_doc(path: Path, data: bytes, offset: int, whole: bool) -> _RawDoc:
+    """The document, or its remainder after streamed chunks (`offset` events decoded before)."""
+    try:
+        doc = _DECODE_DOC.decode(data)
+    except msgspec.ValidationError as exc:
+        if "- at `$." in str(exc):
+            raise _bad_event(path, exc, offset) from None
+        raise DiagError(f"{path}: not a Kineto trace (expected a JSON object)") from None
+    except msgspec.DecodeError as exc:
+        reason = str(exc) if whole else _BYTE_OFFSET.sub("", str(exc))  # not the file's offset
+        raise DiagError(f"{path}: not a Kineto trace: invalid JSON ({reason})") from None
+    if doc.traceEvents is None:
+        raise DiagError(f"{path}: not a Kineto trace (no traceEvents list)")
+    return doc
+
+
+def _bad_event(path: Path, exc: msgspec.ValidationError, offset: int) -> DiagError:
+    """One line naming the event by its index in the whole file, not in the chunk."""
+    text = _EVENT_INDEX.sub(lambda m: f"traceEvents[{int(m.group(1)) + offset}]", str(exc))
+    return DiagError(f"{path}: unexpected value in a trace event: {text}")
+
+
+# --- folding events into columns -------------------------------------------------------------
+
+
+class _Builder:
+    """Columns of what the joins need, filled chunk by chunk; names interned once each."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+        # CPU ops
+        self.cpu_name: list[str] = []
+        self.cpu_ts: list[float] = []
+        self.cpu_dur: list[float] = []
+        self.cpu_tid: list[int] = []
+        self.cpu_ext: dict[int, int] = {}  # External id -> op index
+        # runtime and driver calls
+        self.rt_name: list[str] = []
+        self.rt_ts: list[float] = []
+        self.rt_tid: list[int] = []
+        self.rt_ext: list[int] = []
+        self.rt_by_corr: dict[int, int] = {}
+        self.rt_bytes: dict[int, int] = {}  # ROCm memcpy calls carry the size, the copy does not
+        self.rt_sync: dict[str, str | None] = {}
+        self.hip = False
+        # GPU activities
+        self.act_kind: list[int] = []
+        self.act_name: list[str] = []
+        self.act_ts: list[float] = []
+        self.act_dur: list[float] = []
+        self.act_device: list[int] = []
+        self.act_stream: list[int] = []
+        self.act_corr: list[int] = []
+        self.act_bytes: list[int] = []
+        self.act_direction: list[str] = []
+        self.act_ext: list[int] = []
+        self.annotations: list[Annotation] = []
+        self.syncs: list[tuple[Sync, int]] = []  # runtime calls, with their correlation
+        self.sync_activities: list[tuple[Sync, int]] = []  # cat cuda_sync, likewise
+        self.event_count = 0
+        self.start = float("inf")
+        self.end = float("-inf")
+
+    def feed(self, events: list[_RawEvent]) -> None:
+        self.event_count += len(events)
+        categories = _CATEGORIES
+        intern = self.names.setdefault
+        start, end = self.start, self.end
+        cpu_names, cpu_ext = self.cpu_name, self.cpu_ext
+        add_name, add_ts = cpu_names.append, self.cpu_ts.append
+        add_dur, add_tid = self.cpu_dur.append, self.cpu_tid.append
+        for ev in events:
+            if ev.ph != "X":
+                continue
+            kind = categories.get(ev.cat)
+            ts = ev.ts
+            if kind is None or ts is None:
+                continue
+            dur = ev.dur or 0.0
+            if ts < start:
+                start = ts
+            if ts + dur > end:
+                end = ts + dur
+            tid = ev.tid
+            if type(tid) is not int:
+                tid = _as_int(tid)
+            args = ev.args
+            name = intern(ev.name, ev.name)
+            if kind == _CPU:
+                ext = _external_id(args)
+                if ext:
+                    cpu_ext[ext] = len(cpu_names)
+                add_name(name)
+                add_ts(ts)
+                add_dur(dur)
+                add_tid(tid)
+            elif kind == _RUNTIME:
+                self._runtime(name, ts, dur, tid, args)
+            elif kind == _ANNOTATION:
+                self.annotations.append(Annotation(name, ts, dur, tid))
+            elif kind == _SYNC:
+                sync = _sync_kind(name)
+                if sync is not None:
+                    corr = _as_int(args.correlation) if args is not None else 0
+                    self.sync_activities.append((Sync(name, ts, dur, tid, sync), corr))
+            else:
+                self._activity(kind, name, ts, dur, ev, tid, args)
+        self.start, self.end = start, end
+
+    def _runtime(self, name: str, ts: float, dur: float, tid: int, args: _RawArgs | None) -> None:
+        if name not in self.rt_sync:
+            self.rt_sync[name] = _sync_kind(name)
+            self.hip = self.hip or name.startswith("hip")
+        corr = _as_int(args.correlation) if args is not None else 0
+        sync = self.rt_sync[name]
+        if sync is not None:
+            self.syncs.append((Sync(name, ts, dur, tid, sync), corr))
+        if not corr:
+            return
+        index = len(self.rt_name)
+        if corr not in self.rt_by_corr or "aunch" in name or "emcpy" in name:
+            self.rt_by_corr[corr] = index
+        self.rt_name.append(name)
+        self.rt_ts.append(ts)
+        self.rt_tid.append(tid)
+        self.rt_ext.append(_external_id(args))
+        if args is not None and args.size is not None:
+            self.rt_bytes[index] = _as_int(args.size)
+
+    def _activity(
+        self,
+        kind: int,
+        name: str,
+        ts: float,
+        dur: float,
+        ev: _RawEvent,
+        tid: int,
+        args: _RawArgs | None,
+    ) -> None:
+        self.act_kind.append(kind)
+        self.act_name.append(name)
+        self.act_ts.append(ts)
+        self.act_dur.append(dur)
+        if args is None:
+            args = _NO_ARGS
+        self.act_device.append(_as_int(args.device) if args.device is not None else _as_int(ev.pid))
+        self.act_stream.append(_as_int(args.stream) if args.stream is not None else tid)
+        self.act_corr.append(_as_int(args.correlation))
+        self.act_bytes.append(_as_int(args.bytes))
+        direction = ""
+        if kind == _MEMCPY:
+            direction = _direction(name)
+            if not direction and isinstance(args.kind, str) and args.kind in _DIRECTIONS:
+                direction = args.kind
+        self.act_direction.append(direction)
+        self.act_ext.append(_external_id(args))
+
+    # --- joins ---------------------------------------------------------------------------------
+
+    def finish(self, path: str, base_ns: int) -> KinetoTrace:
+        annotations = _by_thread(self.annotations)
+        regions = {
+            tid: [
+                (a.ts, a.ts + a.dur, a.name[len(REGION_PREFIX) :])
+                for a in items
+                if a.name.startswith(REGION_PREFIX)
+            ]
+            for tid, items in annotations.items()
+        }
+        cpu_ops, cpu_rows = self._cpu_ops(regions)
+        launches = self._launches(annotations, regions, cpu_rows)
+        activities = self._activities(launches)
+        activities.sort(key=_TS)
+        syncs = self._syncs()
+        self.annotations.sort(key=_TS)
+        if self.hip:
+            platform = "rocm"
+        elif activities or self.rt_sync:
+            platform = "cuda"
+        else:
+            platform = "cpu"
+        empty = self.start > self.end
+        return KinetoTrace(
+            path=path,
+            platform=platform,
+            base_ns=base_ns,
+            start_ts=0.0 if empty else self.start,
+            end_ts=0.0 if empty else self.end,
+            event_count=self.event_count,
+            activities=activities,
+            cpu_ops=cpu_ops,
+            syncs=syncs,
+            annotations=self.annotations,
+        )
+
+    def _cpu_ops(self, regions: dict[int, list[_Interval]]) -> tuple[list[CpuOp], _Rows]:
+        """CPU ops with depth and region; and per thread, its ops sorted outer first."""
+        names = self.cpu_name
+        negated = [-d for d in self.cpu_dur]
+        # One C-level sort by (thread, start, longer first): no Python key function per op.
+        order = sorted(zip(self.cpu_tid, self.cpu_ts, negated, range(len(names)), strict=True))
+        del negated
+        ops: list[CpuOp] = []
+        threads: _Rows = {}
+        first = 0
+        while first < len(order):
+            tid = order[first][0]
+            last = bisect.bisect_left(order, (tid + 1,), first)
+            rows = threads[tid] = order[first:last]
+            starts = [row[1] for row in rows]
+            depths: list[int] = []
+            open_ends: list[float] = []
+            pop, push, add = open_ends.pop, open_ends.append, depths.append
+            for _, start, neg, _ in rows:
+                while open_ends and open_ends[-1] <= start:
+                    pop()
+                add(len(open_ends))
+                push(start - neg)
+            ops.extend(
+                map(
+                    CpuOp,
+                    [names[row[3]] for row in rows],
+                    starts,
+                    [-row[2] for row in rows],
+                    itertools.repeat(tid),
+                    depths,
+                    _innermost(regions.get(tid, []), starts),
+                )
+            )
+            first = last
+        ops.sort(key=_TS)
+        return ops, threads
+
+    def _launches(
+        self,
+        annotations: dict[int, list[Annotation]],
+        regions: dict[int, list[_Interval]],
+        cpu_rows: _Rows,
+    ) -> dict[int, tuple[str, float, str, str, str]]:
+        """Per launching call used by an activity: (name, ts, op, region, annotation)."""
+        by_corr = self.rt_by_corr
+        used = {by_corr[c] for c in set(self.act_corr) if c in by_corr}
+        threads: dict[int, list[int]] = {}
+        for index in used:
+            threads.setdefault(self.rt_tid[index], []).append(index)
+        names, starts, exts = self.rt_name, self.rt_ts, self.rt_ext
+        cpu_ext, cpu_name = self.cpu_ext, self.cpu_name
+        result: dict[int, tuple[str, float, str, str, str]] = {}
+        for tid, order in threads.items():
+            order.sort(key=starts.__getitem__)
+            times = [starts[i] for i in order]
+            marks = [(a.ts, a.ts + a.dur, a.name) for a in annotations.get(tid, [])]
+            inner_region = _innermost(regions.get(tid, []), times)
+            inner_mark = _innermost(marks, times)
+            ops = [cpu_name[cpu_ext[exts[i]]] if exts[i] in cpu_ext else None for i in order]
+            missing = [k for k, op in enumerate(ops) if op is None]
+            if missing:  # no External id to follow: the innermost op around the launch
+                spans = [(t, t - neg, cpu_name[i]) for _, t, neg, i in cpu_rows.get(tid, [])]
+                found = _innermost(spans, [times[k] for k in missing])
+                for k, op in zip(missing, found, strict=True):
+                    ops[k] = op
+            for k, index in enumerate(order):
+                op = ops[k] or ""
+                result[index] = (names[index], times[k], op, inner_region[k], inner_mark[k])
+        return result
+
+    def _activities(self, launches: dict[int, tuple[str, float, str, str, str]]) -> list[Activity]:
+        by_corr, rt_bytes = self.rt_by_corr, self.rt_bytes
+        cpu_ext, cpu_name = self.cpu_ext, self.cpu_name
+        unmatched = ("", -1.0, "", "", "")
+        out: list[Activity] = []
+        for i, corr in enumerate(self.act_corr):
+            index = by_corr.get(corr, -1) if corr else -1
+            launcher, launch_ts, op, region, mark = launches[index] if index >= 0 else unmatched
+            if index < 0 and self.act_ext[i]:
+                op_index = cpu_ext.get(self.act_ext[i], -1)
+                op = cpu_name[op_index] if op_index >= 0 else ""
+            size = self.act_bytes[i]
+            kind = self.act_kind[i]
+            if not size and kind != _KERNEL and index >= 0:
+                size = rt_bytes.get(index, 0)
+            out.append(
+                Activity(
+                    _ACTIVITY_KIND[kind],
+                    self.act_name[i],
+                    self.act_ts[i],
+                    self.act_dur[i],
+                    self.act_device[i],
+                    self.act_stream[i],
+                    corr,
+                    size,
+                    self.act_direction[i],
+                    launcher,
+                    launch_ts,
+                    op,
+                    region,
+                    mark,
+                )
+            )
+        return out
+
+    def _syncs(self) -> list[Sync]:
+        """Runtime sync calls, plus cuda_sync activities that no runtime call already covers."""
+        seen = {corr for _, corr in self.syncs if corr}
+        syncs = [sync for sync, _ in self.syncs]
+        for sync, corr in self.sync_activities:
+            if corr and corr in seen:
+                continue
+            index = self.rt_by_corr.get(corr, -1) if corr else -1
+            tid = self.rt_tid[index] if index >= 0 else sync.tid
+            syncs.append(Sync(sync.name, sync.ts, sync.dur, tid, sync.kind))
+        syncs.sort(key=_TS)
+        return syncs
+
+
+_Interval = tuple[float, float, str]  # start, end, label
+_Rows = dict[int, list[tuple[int, float, float, int]]]  # tid -> (tid, start, -dur, op index)
+
+_NO_ARGS = _RawArgs()
+
+
+def _external_id(args: _RawArgs | None) -> int:
+    if args is None:
+        return 0
+    ext = args.external_id if args.external_id is not None else args.external_id_2021
+    return ext if type(ext) is int else _as_int(ext)
+
+
+_TS = operator.attrgetter("ts")
+
+
+def _by_thread(annotations: list[Annotation]) -> dict[int, list[Annotation]]:
+    """Annotations per thread, outer first: sorted by start, longer first on ties."""
+    threads: dict[int, list[Annotation]] = {}
+    for item in annotations:
+        threads.setdefault(item.tid, []).append(item)
+    for items in threads.values():
+        items.sort(key=lambda a: (a.ts, -a.dur))
+    return threads
+
+
+def _innermost(intervals: list[_Interval], times: list[float]) -> list[str]:
+    """For each time (ascending), the label of the innermost interval holding it, else "".
+
+    `intervals` are sorted by start, outer first on ties; a stack of the open ones makes it one
+    pass. Intervals that overlap without nesting (clock rounding) resolve to the later one.
+    """
+    if not intervals:
+        return [""] * len(times)
+    out: list[str] = []
+    ends: list[float] = []
+    labels: list[str] = []
+    i, n = 0, len(intervals)
+    for t in times:
+        while i < n and intervals[i][0] <= t:
+            start, end, label = intervals[i]
+            while ends and ends[-1] < start:
+                ends.pop()
+                labels.pop()
+            ends.append(end)
+            labels.append(label)
+            i += 1
+        while ends and ends[-1] < t:
+            ends.pop()
+            labels.pop()
+        out.append(labels[-1] if labels else "")
+    return out
+
+
+def read_kineto(path: Path, progress: Progress | None = None) -> KinetoTrace:
+    """Parse one Kineto trace (gzip or plain JSON); bad input raises a one-line DiagError.
+
+    `progress(done_bytes, total_bytes)` is called after each chunk of the file.
+    """
+    path = Path(path)
+    source = _Source(path)
+    builder = _Builder()
+    doc = _RawDoc()
+    with _gc_paused():
+        try:
+            for events in _event_chunks(source, doc, progress):
+                builder.feed(events)
+        finally:
+            source.close()
+        if progress is not None:
+            progress(source.size, source.size)
+        base = doc.baseTimeNanoseconds
+        return builder.finish(str(path), int(base) if isinstance(base, int | float) else 0)
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Millions of acyclic tuples and lists would trigger full collections that free nothing."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()

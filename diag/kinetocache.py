@@ -1,0 +1,163 @@
+"""Parsed Kineto traces kept as msgpack inside the trace directory, so a second open is fast.
+
+The cache is derived data, trusted no further than its stamp. A file is rebuilt from the
+source and rewritten atomically (temporary file, then rename) when its header does not match
+the source (size, mtime or first 64 KiB changed; another parser or cache version) or its body
+fails its size and crc32 (not ours, truncated, corrupt). Reading never fails because of the
+cache, and a read-only trace directory is simply not written. msgspec decodes typed structs:
+no pickle, nothing in the file is executed.
+
+    <trace dir>/.diag-cache/<source path relative to the trace dir, '/' as '__'>.msgpack
+    = MAGIC, u32 stamp length, msgpack stamp (source header, body size and crc32), msgpack body
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import struct
+import tempfile
+import zlib
+from pathlib import Path
+
+import msgspec
+
+from diag.kineto import PARSER_VERSION, KinetoTrace, Progress, read_kineto
+from diag.traceformat import CACHE_DIR
+
+__all__ = ["CACHE_DIR", "CACHE_FORMAT", "cache_path", "load_kineto"]
+
+# Bump when the file layout or the KinetoTrace structs change shape.
+CACHE_FORMAT = 1
+MAGIC = b"DIAGKTC\x00"
+_LENGTH = struct.Struct("<I")
+_HEAD_BYTES = 64 << 10
+
+
+class _Header(msgspec.Struct, frozen=True):
+    cache_format: int
+    parser_version: int
+    source: str  # the source's path relative to the cache's root folder
+    size: int
+    mtime_ns: int
+    head_sha256: str  # of the source's first 64 KiB
+
+
+class _Stamp(msgspec.Struct, frozen=True):
+    """What the cache file says about itself: the source it came from and its own body."""
+
+    header: _Header
+    body_size: int
+    body_crc32: int  # a flipped byte in the body can still decode: check it
+
+
+_ENCODE = msgspec.msgpack.Encoder()
+_DECODE_STAMP = msgspec.msgpack.Decoder(_Stamp)
+_DECODE_TRACE = msgspec.msgpack.Decoder(KinetoTrace)
+
+
+def load_kineto(
+    path: Path, cache_dir: Path | None, progress: Progress | None = None
+) -> KinetoTrace:
+    """`read_kineto(path)`, through the cache in `cache_dir` when one is given."""
+    path = Path(path)
+    if cache_dir is None:
+        return read_kineto(path, progress)
+    cache_dir = Path(cache_dir)
+    relative = _relative(path, cache_dir)
+    try:
+        header = _header(path, relative)
+    except OSError:
+        return read_kineto(path, progress)  # it raises the DiagError that names the problem
+    target = cache_dir / _file_name(relative)
+    cached = _read(target, header)
+    if cached is not None:
+        cached.path = str(path)
+        if progress is not None:
+            progress(header.size, header.size)
+        return cached
+    trace = read_kineto(path, progress)
+    _write(target, header, trace)
+    return trace
+
+
+def cache_path(path: Path, cache_dir: Path) -> Path:
+    """Where `load_kineto` keeps the parsed form of `path`."""
+    return Path(cache_dir) / _file_name(_relative(Path(path), Path(cache_dir)))
+
+
+def _relative(path: Path, cache_dir: Path) -> str:
+    """The source's path from the nearest folder that holds both it and the cache.
+
+    Stable when the trace directory moves, and distinct for the same window name in different
+    runs and processes (runs/compiled/pid1/kineto/x.json.gz vs runs/eager/pid2/...).
+    """
+    source = Path(os.path.abspath(path))
+    for base in Path(os.path.abspath(cache_dir)).parents:
+        if source.is_relative_to(base):
+            return source.relative_to(base).as_posix()
+    return source.as_posix()
+
+
+def _file_name(relative: str) -> str:
+    name = relative.strip("/").replace("/", "__")
+    if len(name) > 180:  # keep under file-name limits; the header still holds the full path
+        digest = hashlib.sha256(relative.encode()).hexdigest()[:16]
+        name = f"{name[-120:]}-{digest}"
+    return f"{name}.msgpack"
+
+
+def _header(path: Path, relative: str) -> _Header:
+    with open(path, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        head = handle.read(_HEAD_BYTES)
+    return _Header(
+        cache_format=CACHE_FORMAT,
+        parser_version=PARSER_VERSION,
+        source=relative,
+        size=info.st_size,
+        mtime_ns=info.st_mtime_ns,
+        head_sha256=hashlib.sha256(head).hexdigest(),
+    )
+
+
+def _read(target: Path, expected: _Header) -> KinetoTrace | None:
+    """The cached trace if the file is ours and matches the source; else None (rebuild)."""
+    try:
+        with open(target, "rb") as handle:
+            prefix = handle.read(len(MAGIC) + _LENGTH.size)
+            if len(prefix) != len(MAGIC) + _LENGTH.size or not prefix.startswith(MAGIC):
+                return None
+            (length,) = _LENGTH.unpack_from(prefix, len(MAGIC))
+            stamp = _DECODE_STAMP.decode(handle.read(length))
+            if stamp.header != expected:
+                return None
+            body = handle.read(stamp.body_size + 1)
+        if len(body) != stamp.body_size or zlib.crc32(body) != stamp.body_crc32:
+            return None
+        return _DECODE_TRACE.decode(body)
+    except (OSError, msgspec.MsgspecError, ValueError, TypeError):
+        return None
+
+
+def _write(target: Path, header: _Header, trace: KinetoTrace) -> None:
+    """Write atomically; any failure (read-only folder, full disk) just leaves no cache."""
+    temporary: str | None = None
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        body = _ENCODE.encode(trace)
+        head = _ENCODE.encode(_Stamp(header, len(body), zlib.crc32(body)))
+        descriptor, temporary = tempfile.mkstemp(prefix=".tmp-", dir=target.parent)
+        os.fchmod(descriptor, 0o644)  # mkstemp's 0600 would hide the cache from other readers
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(MAGIC + _LENGTH.pack(len(head)) + head)
+            handle.write(body)
+        os.replace(temporary, target)
+        temporary = None
+    except OSError:
+        return
+    finally:
+        if temporary is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
