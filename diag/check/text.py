@@ -1,0 +1,86 @@
+"""How the check words trace facts: frame locations relative to the recording, guard lines,
+positions. Shared by the rules and the baseline comparison so they read alike."""
+
+from __future__ import annotations
+
+import re
+
+from diag.run import Compile, Frame, Guard, Trace
+
+_CID_PREFIX = re.compile(r"^\s*(?:-\s+)?!?[\d/_]+:\s+")
+_COMMENT = re.compile(r"\s{2,}#")
+_SITE = "site-packages/"
+
+
+def trace_cwd(trace: Trace) -> str | None:
+    cwd = trace.manifest.get("cwd")
+    return cwd if isinstance(cwd, str) and cwd else None
+
+
+def relative(path: str, cwd: str | None) -> str:
+    """`path` relative to the recording's working directory when under it (CI annotations
+    need repository-relative paths), else as recorded."""
+    if cwd and path.startswith(cwd.rstrip("/") + "/"):
+        return path[len(cwd.rstrip("/")) + 1 :]
+    return path
+
+
+def frame_location(frame: Frame | None, cwd: str | None) -> str | None:
+    if frame is None or not frame.file:
+        return None
+    file = relative(frame.file, cwd)
+    return f"{file}:{frame.line}" if frame.line is not None else file
+
+
+def frame_key(frame: Frame | None, cwd: str | None) -> str:
+    """A frame's identity across recordings: its name and file, without the line (edits move
+    lines) and without the checkout or virtualenv prefix (CI workspaces differ)."""
+    if frame is None:
+        return "<unknown frame>"
+    if not frame.file:
+        return frame.name
+    file = relative(frame.file, cwd)
+    if _SITE in file:
+        file = file.rsplit(_SITE, 1)[1]
+    return f"{frame.name} ({file})"
+
+
+def frame_name(item: Compile) -> str:
+    return item.frame.name if item.frame is not None else "<unknown frame>"
+
+
+def guard_text(guard: Guard) -> str:
+    """The guard's own condition: no compile-id prefix, no source comment, one line."""
+    text = _CID_PREFIX.sub("", guard.raw, count=1)
+    lines = _COMMENT.split(text, maxsplit=1)[0].strip().splitlines()
+    return (lines[0] if lines else "")[:200] or guard.kind
+
+
+def guard_line(guard: Guard) -> str:
+    line = f"{guard.kind} on {guard.source or '?'}: {guard_text(guard)}"
+    if guard.expected is not None and "expected" not in line:
+        line += f" (expected {guard.expected}"
+        line += f", actual {guard.actual})" if guard.actual is not None else ")"
+    if guard.user_location:
+        line += f", read at {guard.user_location}"
+    return line
+
+
+def where(item: Compile) -> str:
+    if item.request_id is None:
+        return f"{item.phase}, outside a request"
+    step = f" step {item.step}" if item.step is not None else ""
+    return f"{item.phase} {item.request_id}{step}"
+
+
+def seconds(value: object) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "?"
+    if value >= 0.9995:
+        return f"{value:.2f} s"
+    return f"{value * 1000:.1f} ms"
+
+
+def run_suffix(label: str) -> str:
+    """Findings about the eager baseline run of a recording say so."""
+    return "" if label == "compiled" else f" [run {label}]"
