@@ -1,0 +1,108 @@
+"""Cache: Dynamo cache entries per code object, and how they grew step by step."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rich.text import Text
+
+from diag.run import Frame, RunData
+
+from .cells import lines, shape, text
+from .loader import TraceData
+from .table_view import Column, Row, TableView
+
+#: torch's default recompile limit (entries per code object before it falls back to eager).
+LIMIT = 8
+
+
+@dataclass
+class CacheInfo:
+    run: str
+    frame: Frame
+    entries: int
+    # (pid, request id, step, entries) at each step end where the count changed
+    history: list[tuple[int, str | None, int | None, int]] = field(default_factory=list)
+    shapes: list[str] = field(default_factory=list)
+
+
+def _infos(label: str, run: RunData) -> list[CacheInfo]:
+    infos: dict[Frame, CacheInfo] = {
+        frame: CacheInfo(label, frame, entries) for frame, entries in run.cache_entries().items()
+    }
+    for _, pid, request_id, step, frame, entries in run.cache_history:
+        info = infos.setdefault(frame, CacheInfo(label, frame, entries))
+        info.history.append((pid, request_id, step, entries))
+    shapes = list(dict.fromkeys(shape(r.shape) for r in run.requests if r.shape))
+    for info in infos.values():
+        info.shapes = shapes
+    return sorted(infos.values(), key=lambda i: (-i.entries, i.frame.name))
+
+
+def _growth(info: CacheInfo) -> str:
+    values = [entries for _, _, _, entries in info.history]
+    if len(values) > 8:
+        values = values[:3] + values[-4:]
+        return " ".join(map(str, values[:3])) + " ... " + " ".join(map(str, values[3:]))
+    return " ".join(map(str, values))
+
+
+class CacheView(TableView):
+    COLUMNS = (
+        Column("run", 8),
+        Column("code object"),
+        Column("entries", 7),
+        Column("growth"),
+        Column("location"),
+    )
+    ALIASES = {"run": "run", "frame": "frame", "file": "file", "entries": "entries"}
+    EXACT = frozenset({"run", "entries"})
+    NOUN = "code objects"
+
+    def show(self, data: TraceData) -> None:
+        rows = [
+            self._row(info) for label, run in data.trace.runs.items() for info in _infos(label, run)
+        ]
+        self.set_rows(rows, empty="no cache entries reported (nothing compiled)")
+
+    def _row(self, info: CacheInfo) -> Row:
+        style = "bold red" if info.entries >= LIMIT else ""
+        return Row(
+            key=f"{info.run}|{info.frame.name}|{info.frame.file}|{info.frame.line}",
+            cells=[
+                text(info.run),
+                text(info.frame.name),
+                text(info.entries, style),
+                text(_growth(info)),
+                text(info.frame.location),
+            ],
+            fields={
+                "run": info.run,
+                "frame": info.frame.name,
+                "file": info.frame.location,
+                "entries": str(info.entries),
+            },
+            payload=info,
+        )
+
+    def detail(self, row: Row) -> Text:
+        info: CacheInfo = row.payload
+        head = Text(info.frame.name, style="bold")
+        head.append(f"  {info.run} run, {info.entries} cache entries at the end")
+        parts: list[Text | str] = [head, Text("at ").append(info.frame.location)]
+        if info.entries >= LIMIT:
+            parts.append(
+                f"at or past torch's default recompile limit ({LIMIT}): later variations run eager"
+            )
+        if info.shapes:
+            parts.append(
+                f"{len(info.shapes)} distinct request shape(s) served: {', '.join(info.shapes)}"
+            )
+        if info.history:
+            parts.append(Text("entries after each step where they changed:", style="bold"))
+        for pid, request_id, step, entries in info.history:
+            where = f"{request_id or 'outside a request'}"
+            if step is not None:
+                where += f" step {step}"
+            parts.append(f"  {where}: {entries}   (pid {pid})")
+        return lines(*parts)

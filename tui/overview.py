@@ -1,0 +1,172 @@
+"""Overview: what was recorded, how it ended, and the findings by severity.
+
+Enter on a finding opens its evidence on the screen that holds it (tui/evidence.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.widgets import Static
+
+from diag.findings import SEVERITIES, Finding
+from diag.run import RunData, Trace
+
+from .cells import field, lines, seconds, text
+from .evidence import evidence_for
+from .loader import TraceData
+from .messages import OpenEvidence
+from .table_view import Column, Row, RowTable, TableView
+
+SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
+
+
+class FindingsTable(RowTable):
+    BINDINGS = [Binding("enter", "open_evidence", "Evidence")]
+
+    def action_open_evidence(self) -> None:
+        view = next(a for a in self.ancestors if isinstance(a, FindingsView))
+        row = view.current
+        if row is not None:
+            self.post_message(OpenEvidence(row.payload))
+
+
+class FindingsView(TableView):
+    COLUMNS = (Column("severity", 8), Column("analyzer", 15), Column("title"))
+    ALIASES = {
+        "severity": "severity",
+        "sev": "severity",
+        "analyzer": "analyzer",
+        "title": "title",
+        "id": "id",
+        "run": "run",
+        "evidence": "evidence",
+    }
+    EXACT = frozenset({"run"})
+    NOUN = "findings"
+
+    def make_table(self) -> RowTable:
+        return FindingsTable(cursor_type="row", zebra_stripes=True)
+
+    def show(self, findings: list[Finding]) -> None:
+        seen: dict[str, int] = {}
+        rows = []
+        for f in findings:
+            # Keyed by id (stable when stage two adds findings), made unique if ids repeat.
+            seen[f.id] = seen.get(f.id, 0) + 1
+            key = f.id if seen[f.id] == 1 else f"{f.id}#{seen[f.id]}"
+            rows.append(self._row(key, f))
+        self.set_rows(rows, empty="No findings: nothing compiled after warmup and no problem.")
+
+    def _row(self, key: str, f: Finding) -> Row:
+        return Row(
+            key=key,
+            cells=[
+                text(f.severity.upper(), SEVERITY_STYLE[f.severity]),
+                text(f.analyzer),
+                text(f.title),
+            ],
+            fields={
+                "severity": f.severity,
+                "analyzer": f.analyzer,
+                "title": f.title,
+                "id": f.id,
+                "run": f.run,
+                "evidence": " ".join(f.evidence),
+            },
+            payload=f,
+        )
+
+    def detail(self, row: Row) -> Text:
+        finding: Finding = row.payload
+        out = Text(f"{finding.severity.upper()} ", style=SEVERITY_STYLE[finding.severity])
+        out.append(f"[{finding.analyzer}] ")
+        out.append(finding.title, style="bold")
+        parts: list[Text | str] = [out]
+        if finding.location:
+            parts.append(field("at", finding.location))
+        parts.extend(Text("- ").append(item) for item in finding.evidence)
+        parts.append(field("fix", finding.fix))
+        parts.append(field("id", finding.id))
+        target = evidence_for(finding)
+        if target is not None:
+            parts.append(Text(f"Enter: evidence on the {target.tab.capitalize()} screen", "dim"))
+        return lines(*parts)
+
+
+def _run_counts(run: RunData) -> Text:
+    live = [r for r in run.requests if r.phase == "live"]
+    warm = [r for r in run.requests if r.phase != "live"]
+    recompiles = sum(1 for c in run.compiles if c.is_recompile)
+    limits = len(run.of("recompile_limit"))
+    out = Text(f"{run.label}: ", style="bold")
+    out.append(
+        f"{len(live)} live req ({sum(len(r.steps) for r in live)} steps), "
+        f"{len(warm)} warmup ({sum(len(r.steps) for r in warm)}) · "
+        f"{len(run.compiles)} compiles ({sum(1 for c in run.compiles if c.live)} live, "
+        f"{recompiles} recompiles)"
+        + (f" · {limits} limit hits" if limits else "")
+        + f" · {sum(1 for s in run.steps if s.profiled)} profiled"
+    )
+    return out
+
+
+def metadata(trace: Trace, findings: list[Finding] | None) -> Text:
+    """The recording at a glance, most telling first (a short terminal cuts the end).
+
+    Every value is literal: the manifest is trace data too."""
+    manifest: dict[str, Any] = trace.manifest
+    versions = manifest.get("versions") or {}
+    command = manifest.get("command") or []
+    runs = [r for r in manifest.get("runs") or [] if isinstance(r, dict)]
+    head = field("trace", trace.path)
+    head.append("   status: ", style="bold")
+    head.append(str(manifest.get("status")))
+    head.append(f"   started: {manifest.get('started') or '?'}")
+    verdict = Text("findings: ", style="bold")
+    if findings is None:
+        verdict.append("analyzing...")
+    else:
+        for index, severity in enumerate(SEVERITIES):
+            if index:
+                verdict.append(" · ")
+            count = sum(1 for f in findings if f.severity == severity)
+            verdict.append(f"{count} {severity}", style=SEVERITY_STYLE[severity] if count else "")
+    run_text = field(
+        "runs",
+        " · ".join(
+            f"{r.get('label')} {r.get('status')} {seconds(r.get('duration_s'))}".strip()
+            for r in runs
+        )
+        or "none",
+    )
+    shown_versions = [f"{k} {versions.get(k)}" for k in ("torch", "cuda", "triton", "gpu")]
+    parts: list[Text | str] = [
+        head,
+        verdict,
+        *(_run_counts(run) for run in trace.runs.values()),
+        run_text,
+        field("versions", " · ".join(v for v in shown_versions if not v.endswith(" None"))),
+        field("command", " ".join(map(str, command)) if isinstance(command, list) else command),
+    ]
+    return lines(*parts)
+
+
+class OverviewView(Vertical):
+    """Run metadata and status, counts, and the findings by severity."""
+
+    def compose(self) -> ComposeResult:
+        yield Static(Text("loading..."), id="meta")
+        yield FindingsView(id="findings")
+
+    @property
+    def findings(self) -> FindingsView:
+        return self.query_one(FindingsView)
+
+    def show(self, data: TraceData) -> None:
+        self.query_one("#meta", Static).update(metadata(data.trace, data.findings))
+        self.findings.show(data.findings)
