@@ -7,6 +7,7 @@ its help from the docstring (memray's shape). Subcommands arrive with the issues
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import Protocol
@@ -26,10 +27,20 @@ class Command(Protocol):
 def _commands() -> dict[str, Command]:
     # Each command module imports only what its own run() needs, inside run().
     from diag.cli.analyze import AnalyzeCommand
+    from diag.cli.check import CheckCommand
     from diag.cli.demo import DemoCommand
     from diag.cli.record import RecordCommand
+    from diag.cli.report import ReportCommand
+    from diag.cli.tui import TuiCommand
 
-    return {"record": RecordCommand(), "analyze": AnalyzeCommand(), "demo": DemoCommand()}
+    return {
+        "record": RecordCommand(),
+        "analyze": AnalyzeCommand(),
+        "check": CheckCommand(),
+        "demo": DemoCommand(),
+        "report": ReportCommand(),
+        "tui": TuiCommand(),
+    }
 
 
 def build_parser(commands: dict[str, Command]) -> argparse.ArgumentParser:
@@ -64,6 +75,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("diag: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`diag analyze DIR | head`): stop quietly, as cat does.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
 
 
 def entry_point() -> None:

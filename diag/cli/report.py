@@ -1,0 +1,52 @@
+"""Write a self-contained HTML report of a trace directory (docs/REPORT.md)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+class ReportCommand:
+    """Write one HTML file with the findings and figures of a trace, readable offline."""
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("trace", type=Path, metavar="TRACE_DIR", help="a diag record output")
+        parser.add_argument(
+            "-o",
+            "--output",
+            type=Path,
+            metavar="FILE",
+            help="the HTML file to write (default: TRACE_DIR-report.html beside TRACE_DIR); "
+            "an existing file is replaced",
+        )
+        parser.add_argument(
+            "--against",
+            type=Path,
+            metavar="DIR",
+            help="compare kernels against this trace directory's run instead of the eager baseline",
+        )
+        parser.add_argument(
+            "--no-hta",
+            action="store_true",
+            help="leave out the HTA section even when the hta extra is installed",
+        )
+
+    def run(self, args: argparse.Namespace) -> int:
+        from diag.analysis import analyze
+        from diag.errors import DiagError
+        from diag.inputs import open_input
+        from diag.report.build import build_report, default_output, write_report
+
+        output: Path = args.output or default_output(args.trace)
+        if output.is_dir():  # refuse before the slow part
+            raise DiagError(f"{output}: is a directory; give a file name with -o")
+        trace = open_input(args.trace, against=args.against)
+        findings = analyze(trace)
+        report = build_report(trace, findings, hta=not args.no_hta)
+        write_report(report, output)
+        size = len(report.html.encode("utf-8")) / 1e6
+        failed = [s.title for s in report.sections if s.error]
+        print(f"wrote {output} ({size:.1f} MB, {len(findings)} finding(s))")
+        if failed:
+            print(f"incomplete sections (the report says why): {', '.join(failed)}")
+        return 0

@@ -1,0 +1,82 @@
+"""What every figure shares: the size limits, the time axis, one layout, percentiles."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import plotly.graph_objects as go  # type: ignore[import-untyped]
+
+from diag.run import RunData
+
+#: plotly ships no type information; a figure is a plotly.graph_objects.Figure.
+Figure = Any
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How much of a large run is drawn point by point before the report aggregates.
+
+    Sized so that a run with a million steps still gives a report of a few MB next to plotly.js
+    (about 4.8 MB): bench/report_size.py measures it.
+    """
+
+    step_points: int = 10000  # steps drawn one by one; beyond, per-request percentiles
+    compile_bars: int = 1000  # compiles drawn (timeline, step markers); beyond, the longest
+    frames: int = 20  # code objects drawn in the compile timeline and the cache chart
+    cache_points: int = 4000  # cache-entry changes drawn, over all code objects
+    offload_steps: int = 200  # profiled steps in the offload chart; beyond, per request
+    regions: int = 40  # compiled regions in the eager-vs-compiled chart
+    findings: int = 150  # findings shown whole; the next `finding_rows` by title only
+    finding_rows: int = 2000
+
+
+@dataclass
+class Plot:
+    """A figure and, in plain text, what it leaves out or aggregates (said under the figure)."""
+
+    figure: Figure
+    notes: list[str] = field(default_factory=list)
+
+
+def new_figure(title: str, x_title: str, y_title: str, height: int = 420) -> Figure:
+    """A figure with the report's common layout (titles are ours, never trace text)."""
+    figure = go.Figure()
+    figure.update_layout(
+        title={"text": title, "x": 0.01},
+        template="plotly_white",
+        height=height,
+        margin={"l": 60, "r": 20, "t": 50, "b": 50},
+        legend={"orientation": "h", "y": -0.18},
+        hoverlabel={"align": "left"},
+        xaxis_title=x_title,
+        yaxis_title=y_title,
+    )
+    return figure
+
+
+def run_origin(run: RunData) -> int:
+    """The run's first recorded moment (monotonic ns), the zero of its time axis."""
+    times = [r.start_t for r in run.requests]
+    times += [c.start_t if c.start_t is not None else c.t for c in run.compiles]
+    times += [e.t for e in run.events]
+    times += [row[0] for row in run.cache_history]
+    return min((t for t in times if t > 0), default=0)
+
+
+def seconds(t: int, origin: int) -> float:
+    return round((t - origin) / 1e9, 6)
+
+
+def percentile(ordered: list[float], q: float) -> float:
+    """Linear-interpolated percentile `q` (0..100) of an ascending, non-empty list."""
+    if len(ordered) == 1:
+        return ordered[0]
+    position = (len(ordered) - 1) * q / 100.0
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def ms(value_s: float | None) -> float | None:
+    return None if value_s is None else round(value_s * 1000.0, 4)

@@ -1,0 +1,185 @@
+"""The report's sections, in reading order, built from a loaded Trace and its findings.
+
+Each section is built on its own: one that fails (a Kineto file diag cannot parse, say) says so
+in one line and the rest of the report is still written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from diag.findings import Finding
+from diag.report.findings_table import findings_table
+from diag.report.html import Section
+from diag.report.plot import Limits
+from diag.run import RunData, Trace
+
+
+def main_run(trace: Trace) -> RunData | None:
+    """The run the report is about: the compiled one, else whichever the trace has."""
+    if trace.compiled is not None:
+        return trace.compiled
+    others = [run for label, run in trace.runs.items() if label != "against"]
+    return others[0] if others else None
+
+
+def build_sections(
+    trace: Trace, findings: list[Finding], limits: Limits, hta: bool
+) -> list[Section]:
+    run = main_run(trace)
+    sections = [
+        Section(
+            "findings",
+            "Findings",
+            "What diag analyze found, most severe first: each with its evidence, where in "
+            "your code, and the fix.",
+            table_html=findings_table(findings, limits.findings, limits.finding_rows),
+        )
+    ]
+    if run is None:
+        return sections
+    builders: list[tuple[Section, Callable[[Section], None]]] = [
+        (
+            Section(
+                "steps",
+                "Step time per request",
+                "Each point is one step's wall time; lines join the steps of one request. "
+                "Crosses are compiles (placed at their start, height = their duration); "
+                "open circles are steps torch.profiler traced, which pay the profiler's cost.",
+            ),
+            lambda s: _steps(s, run, trace.reference, limits),
+        ),
+        (
+            Section(
+                "compiles",
+                "Compile timeline",
+                "One bar per Dynamo compile, one row per code object; red bars are compiles "
+                "during live requests. Hover a bar for the guards that failed.",
+            ),
+            lambda s: _compiles(s, run, limits),
+        ),
+        (
+            Section(
+                "regions",
+                "Eager against compiled, per compiled region",
+                "Kernel time per step inside each compiled region (CPU op time on CPU-only "
+                "traces) in the reference run (the eager baseline or --against) and in the "
+                "compiled run. A star marks a region "
+                "whose hand-written or library kernels did not run under compile; the table "
+                "names them and what ran instead.",
+            ),
+            lambda s: _regions(s, trace, limits),
+        ),
+        (
+            Section(
+                "offload",
+                "Offload breakdown per profiled step",
+                "Where each profiled step's time went on the GPU: compute kernels, copies per "
+                "direction, idle, and CPU time blocked in synchronize calls. Copies and compute "
+                "overlap, so the bars stand side by side; the dash is the step's span. While "
+                "copies take as long as compute, compiling cannot make the step faster.",
+            ),
+            lambda s: _offload(s, run, limits),
+        ),
+        (
+            Section(
+                "cache",
+                "Cache entries per code object",
+                "How many compiled entries each code object held over the run, as reported at "
+                "each step end. A count that keeps growing is a cache that never settles.",
+            ),
+            lambda s: _cache(s, run, limits),
+        ),
+    ]
+    if hta:
+        builders.append(
+            (
+                Section(
+                    "hta",
+                    "HTA: temporal and idle-time breakdown",
+                    "Holistic Trace Analysis (the hta extra) on each profiled window: GPU "
+                    "compute, non-compute and idle time per rank, idle time split by cause. "
+                    "diag's own kernel total for the same file stands beside HTA's compute "
+                    "time as a cross-check.",
+                ),
+                lambda s: _hta(s, run),
+            )
+        )
+    for section, build in builders:
+        try:
+            build(section)
+        except Exception as exc:  # one section must not sink the report
+            detail = " ".join(str(exc).split())[:300]
+            section.error = f"This section could not be drawn: {type(exc).__name__}" + (
+                f": {detail}" if detail else ""
+            )
+        sections.append(section)
+    return sections
+
+
+def _steps(section: Section, run: RunData, reference: RunData | None, limits: Limits) -> None:
+    from diag.report.figures import step_times
+
+    section.plot = step_times(run, limits, reference)
+    if section.plot is None:
+        section.notes.append("The run recorded no steps.")
+
+
+def _compiles(section: Section, run: RunData, limits: Limits) -> None:
+    from diag.report.figures import compile_timeline
+
+    section.plot = compile_timeline(run, limits)
+    if section.plot is None:
+        section.notes.append("Nothing was compiled in this run.")
+
+
+def _cache(section: Section, run: RunData, limits: Limits) -> None:
+    from diag.report.figures import cache_entries
+
+    section.plot = cache_entries(run, limits)
+    if section.plot is None:
+        section.notes.append("No cache entries were reported (nothing was compiled).")
+
+
+def _regions(section: Section, trace: Trace, limits: Limits) -> None:
+    from diag.regions import compare_regions
+    from diag.report.kernel_figures import region_comparison
+
+    reference = trace.reference
+    if reference is None:
+        section.notes.append(
+            "No reference run: record with --baseline eager, or pass --against DIR."
+        )
+        return
+    drawn = region_comparison(compare_regions(trace), reference.label, limits)
+    if drawn is None:
+        section.notes.append(
+            "The compiled and reference runs have no profiled steps in common to compare "
+            "(record with --profile, the default)."
+        )
+        return
+    section.plot, section.table_html = drawn.plot, drawn.table_html
+
+
+def _offload(section: Section, run: RunData, limits: Limits) -> None:
+    from diag.offload import offload_breakdown
+    from diag.report.kernel_figures import offload_chart
+
+    drawn = offload_chart(offload_breakdown(run), limits)
+    if drawn is None:
+        section.notes.append("No profiled step ran on a GPU, so there are no copies to break down.")
+        return
+    section.plot, section.table_html = drawn.plot, drawn.table_html
+
+
+def _hta(section: Section, run: RunData) -> None:
+    from diag.report.hta_view import hta_breakdown, hta_plot, hta_table
+
+    result = hta_breakdown(run)
+    section.plot = hta_plot(result)
+    section.table_html = hta_table(result)
+    section.error = result.error
+    if result.skipped:
+        section.notes.append(result.skipped)
+    if section.plot is None:
+        section.notes.extend(result.notes)
