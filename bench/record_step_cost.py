@@ -5,10 +5,15 @@ on small machines; this isolates what the collectors add per step: the step_star
 events and the per-step cache-entry snapshot, after a real compiled run of the reference model.
 
     python bench/record_step_cost.py
+    python bench/record_step_cost.py --device cuda --size large --backend inductor
+
+On CUDA the step boundaries also record CUDA events (resolved later, without a sync); the figure
+is the host time they add, which is what a launch-bound step pays.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import subprocess
@@ -18,12 +23,17 @@ import textwrap
 from pathlib import Path
 
 CHILD = textwrap.dedent("""
-    import statistics, time, torch
+    import os, statistics, time, torch
     from diag.fixtures.config import FixtureConfig
     from diag.fixtures.runner import FixtureRunner
     from diag.collectors.session import current_session
 
-    FixtureRunner(FixtureConfig(compile=True)).run()
+    FixtureRunner(FixtureConfig(
+        compile=True,
+        device=os.environ["BENCH_DEVICE"],
+        size=os.environ["BENCH_SIZE"],
+        backend=os.environ["BENCH_BACKEND"],
+    )).run()
     steps = current_session().steps
     samples = []
     for _ in range(20):
@@ -37,6 +47,13 @@ CHILD = textwrap.dedent("""
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--size", default="small")
+    parser.add_argument("--backend", default="aot_eager")
+    args = parser.parse_args()
     bootstrap = Path(__file__).resolve().parent.parent / "collectors" / "bootstrap"
     with tempfile.TemporaryDirectory() as tmp:
         env = {
@@ -44,6 +61,9 @@ def main() -> int:
             "DIAG_TRACE_DIR": tmp,
             "DIAG_PROFILE": "none",
             "PYTHONPATH": str(bootstrap),
+            "BENCH_DEVICE": args.device,
+            "BENCH_SIZE": args.size,
+            "BENCH_BACKEND": args.backend,
         }
         runs = [
             float(
@@ -59,7 +79,8 @@ def main() -> int:
         ]
     each = ", ".join(f"{r:.1f}" for r in runs)
     print(
-        "collector work per step (step_start + step_end + cache snapshot, CPU): "
+        f"collector work per step (step_start + step_end + cache snapshot; {args.device}, "
+        f"{args.size}, {args.backend}): "
         f"median {statistics.median(runs):.1f} us over 3 processes ({each})"
     )
     return 0
