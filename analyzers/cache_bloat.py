@@ -37,7 +37,7 @@ _COMMENT = re.compile(r"\s{2,}#")
 def analyze(trace: Trace) -> list[Finding]:
     cwd = trace.manifest.get("cwd")
     findings: list[Finding] = []
-    for run in trace.runs.values():
+    for run in trace.subject_runs:
         findings.extend(_analyze_run(run, cwd if isinstance(cwd, str) else None))
     return findings
 

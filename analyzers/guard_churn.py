@@ -16,6 +16,7 @@ line that reads the value, and the fix for that kind of guard.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -38,6 +39,7 @@ CHURN_KINDS = (
 _CID_PREFIX = re.compile(r"^\s*(?:-\s+)?!?[\d/_]+:\s+")
 _COMMENT = re.compile(r"\s{2,}#")
 _INT = re.compile(r"^-?\d+$")
+_DIGITS = re.compile(r"\d+")
 _STACK_FILE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
 _LOCATION = re.compile(r"^(?P<file>.+):(?P<line>\d+)$")
 _MAX_WHERE = 12
@@ -52,6 +54,7 @@ class _Group:
     source: str
     kind: str
     hits: list[tuple[Compile, Guard]] = field(default_factory=list)
+    values: list[str] | None = None  # _values(), computed once
 
     @property
     def compiles(self) -> list[Compile]:
@@ -66,7 +69,7 @@ def analyze(trace: Trace) -> list[Finding]:
     cwd = trace.manifest.get("cwd")
     base = cwd if isinstance(cwd, str) else None
     findings: list[Finding] = []
-    for run in trace.runs.values():
+    for run in trace.subject_runs:
         findings.extend(_analyze_run(run, base))
     return findings
 
@@ -83,7 +86,12 @@ def _analyze_run(run: RunData, cwd: str | None) -> list[Finding]:
             if group is None:
                 group = groups[key] = _Group(item.pid, item.frame, source, guard.kind)
             group.hits.append((item, guard))
-    return [_finding(run, group, cwd) for group in groups.values() if not _automatic_dynamic(group)]
+    limits = _limit_hits(run)
+    return [
+        _finding(run, group, cwd, limits.get((group.pid, group.frame)))
+        for group in groups.values()
+        if not _automatic_dynamic(group)
+    ]
 
 
 def _automatic_dynamic(group: _Group) -> bool:
@@ -101,12 +109,11 @@ def _automatic_dynamic(group: _Group) -> bool:
     )
 
 
-def _finding(run: RunData, group: _Group, cwd: str | None) -> Finding:
+def _finding(run: RunData, group: _Group, cwd: str | None, limit: Compile | None) -> Finding:
     frame = group.frame.name if group.frame is not None else "<unknown frame>"
     # A compile that hit the recompile limit compiled nothing: reported with the limit below.
     compiles = [c for c in group.compiles if c.result != "recompile_limit"] or group.compiles
     live = [c for c in compiles if c.live]
-    limit = _limit_hit(run, group)
     values = _values(group)
     newest = _newest(group)
     per_call = _varies_within_a_step(compiles)
@@ -237,6 +244,12 @@ def _varies_within_a_step(compiles: list[Compile]) -> bool:
 
 def _values(group: _Group) -> list[str]:
     """Distinct expected values, in the order the entries that held them were compiled."""
+    if group.values is None:
+        group.values = _ordered_values(group)
+    return group.values
+
+
+def _ordered_values(group: _Group) -> list[str]:
     ordered = sorted(group.hits, key=lambda hit: _attempt(hit[1].compile_id or hit[0].compile_id))
     values: list[str] = []
     for _, guard in ordered:
@@ -261,8 +274,10 @@ def _newest(group: _Group) -> Guard:
     return max(guards, key=lambda guard: _attempt(guard.compile_id or ""))
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _attempt(compile_id: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in re.findall(r"\d+", compile_id))
+    """`1/3` -> (1, 3): compile ids order numerically (ids repeat across guards: memoised)."""
+    return tuple(int(part) for part in _DIGITS.findall(compile_id))
 
 
 def _guard_text(guard: Guard) -> str:
@@ -274,29 +289,32 @@ def _guard_text(guard: Guard) -> str:
     return first[:200]
 
 
-def _limit_hit(run: RunData, group: _Group) -> Compile | None:
-    """The compile of this frame that hit the recompile limit (same process), if any."""
-    for item in run.compiles:
-        if item.result == "recompile_limit" and item.pid == group.pid and item.frame == group.frame:
-            return item
-    for event in run.of("recompile_limit"):
+def _limit_hits(run: RunData) -> dict[tuple[int, Frame | None], Compile]:
+    """Per (process, frame): the compile that hit the recompile limit, or the limit event made
+    into one (older recordings have only the event)."""
+    hits: dict[tuple[int, Frame | None], Compile] = {}
+    for event in reversed(run.of("recompile_limit")):
         frame = Frame.from_event(event.data.get("frame"))
-        if event.pid == group.pid and frame is not None and frame == group.frame:
-            phase, request_id, step = event.position
-            return Compile(
-                compile_id=str(event.data.get("compile_id")),
-                epoch=int(event.data.get("epoch") or 0),
-                frame=frame,
-                result="recompile_limit",
-                duration_s=None,
-                t=event.t,
-                start_t=None,
-                phase=phase,
-                request_id=request_id,
-                step=step,
-                pid=event.pid,
-            )
-    return None
+        if frame is None:
+            continue
+        phase, request_id, step = event.position
+        hits[(event.pid, frame)] = Compile(
+            compile_id=str(event.data.get("compile_id")),
+            epoch=int(event.data.get("epoch") or 0),
+            frame=frame,
+            result="recompile_limit",
+            duration_s=None,
+            t=event.t,
+            start_t=None,
+            phase=phase,
+            request_id=request_id,
+            step=step,
+            pid=event.pid,
+        )
+    for item in reversed(run.compiles):
+        if item.result == "recompile_limit":
+            hits[(item.pid, item.frame)] = item
+    return hits
 
 
 # --- text helpers ------------------------------------------------------------------------------

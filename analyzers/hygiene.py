@@ -21,7 +21,7 @@ ANALYZER = "warmup-hygiene"
 
 def analyze(trace: Trace) -> list[Finding]:
     findings: list[Finding] = []
-    for run in trace.runs.values():
+    for run in trace.subject_runs:
         findings.extend(_analyze_run(run))
     return findings
 

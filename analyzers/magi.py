@@ -18,7 +18,7 @@ ANALYZER = "magi-compile"
 def analyze(trace: Trace) -> list[Finding]:
     cwd = trace.manifest.get("cwd")
     findings: list[Finding] = []
-    for run in trace.runs.values():
+    for run in trace.subject_runs:
         finding = _analyze_run(run, cwd if isinstance(cwd, str) else None)
         if finding is not None:
             findings.append(finding)

@@ -167,7 +167,7 @@ class _Skew:
 
 def analyze(trace: Trace) -> list[Finding]:
     findings: list[Finding] = []
-    for run in trace.runs.values():
+    for run in trace.subject_runs:
         ranks = _ranks(run)
         if len(ranks) >= 2:
             divergent, compile_findings = _compile_findings(run, ranks)

@@ -31,7 +31,7 @@ _SIZE_KINDS = ("tensor-size", "tensor-stride")
 
 def analyze(trace: Trace) -> list[Finding]:
     findings: list[Finding] = []
-    for run in trace.runs.values():
+    for run in trace.subject_runs:
         # Numbered per process and frame: each rank's first hit keeps the plain id.
         seen: dict[tuple[int, str], int] = {}
         for event in run.of("recompile_limit"):

@@ -76,7 +76,7 @@ class _Timing:
 
 def analyze(trace: Trace) -> list[Finding]:
     findings: list[Finding] = []
-    for run in trace.runs.values():
+    for run in trace.subject_runs:
         for request in run.requests:
             if request.phase != "live":
                 continue

@@ -161,17 +161,32 @@ class RunData:
     cache_dir: Path | None = None
     # Step profiles (diag.profiles.StepProfile), filled on first use or by an importer.
     profiles: list[Any] | None = None
+    # Indexes built on first query (analyzers ask the same questions many times).
+    _by_kind: tuple[int, dict[str, list[Event]]] | None = field(default=None, repr=False)
+    _entries: tuple[int, dict[Frame, int]] | None = field(default=None, repr=False)
 
     @property
     def steps(self) -> list[Step]:
         return [step for request in self.requests for step in request.steps]
 
     def of(self, kind: str) -> list[Event]:
-        return [e for e in self.events if e.kind == kind]
+        """The events of one kind, in time order."""
+        if self._by_kind is None or self._by_kind[0] != len(self.events):
+            index: dict[str, list[Event]] = {}
+            for event in self.events:
+                index.setdefault(event.kind, []).append(event)
+            self._by_kind = (len(self.events), index)
+        return list(self._by_kind[1].get(kind, ()))
 
     def cache_entries(self) -> dict[Frame, int]:
         """Entries per code object: each process's count at exit (the last one it reported if it
         never exited), the largest over processes (ranks compile the same frames)."""
+        size = len(self.cache_history) + len(self.cache_final)
+        if self._entries is None or self._entries[0] != size:
+            self._entries = (size, self._count_entries())
+        return dict(self._entries[1])
+
+    def _count_entries(self) -> dict[Frame, int]:
         latest: dict[tuple[int, Frame], int] = {
             (pid, frame): entries for _, pid, _, _, frame, entries in self.cache_history
         }
@@ -199,6 +214,13 @@ class Trace:
     @property
     def eager(self) -> RunData | None:
         return self.runs.get("eager")
+
+    @property
+    def subject_runs(self) -> list[RunData]:
+        """The runs findings are about: the program as recorded, not the reference runs (the
+        eager baseline, `--against`) that exist to be compared with, whose findings would only
+        repeat the subject's."""
+        return [run for label, run in self.runs.items() if label not in ("eager", "against")]
 
     @property
     def reference(self) -> RunData | None:

@@ -1,6 +1,6 @@
 """A quick count of what a recorded run holds, for the end of `diag record`.
 
-Reads the event files line by line with the standard library: no pandas, no torch. A truncated
+Reads the event files line by line (msgspec and the standard library): no pandas, no torch. A truncated
 last line (a process killed mid-write) is skipped.
 """
 
@@ -12,16 +12,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from diag.traceformat import BOOTSTRAP_ERRORS, EVENTS_FILE, RUNS_DIR
 
 
 def iter_events(path: Path) -> Iterator[dict[str, Any]]:
-    with open(path, encoding="utf-8", errors="replace") as handle:
+    """Each event of a JSONL event file; a torn or corrupt line (a killed writer) is skipped.
+
+    msgspec decodes a line about twice as fast as json, which is most of `diag check`'s time on
+    a large trace."""
+    decode = msgspec.json.decode
+    with open(path, "rb") as handle:
         for line in handle:
             try:
-                event = json.loads(line)
-            except json.JSONDecodeError:
-                continue
+                event = decode(line)
+            except msgspec.DecodeError:
+                try:  # invalid UTF-8 inside a string: read it as the json module would
+                    event = json.loads(line.decode("utf-8", errors="replace"))
+                except json.JSONDecodeError:
+                    continue
             if isinstance(event, dict):
                 yield event
 
