@@ -1,7 +1,7 @@
 """A quick count of what a recorded run holds, for the end of `diag record`.
 
-Reads the event files line by line (msgspec and the standard library): no pandas, no torch. A truncated
-last line (a process killed mid-write) is skipped.
+Reads the event files line by line (msgspec and the standard library): no pandas, no torch. A
+truncated last line (a process killed mid-write) is skipped.
 """
 
 from __future__ import annotations

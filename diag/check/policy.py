@@ -11,7 +11,6 @@ from __future__ import annotations
 import difflib
 import importlib
 import re
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -144,10 +143,7 @@ def _check_table(path: Path, required: bool) -> dict[str, Any] | None:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
-    if sys.version_info < (3, 11):
-        raise DiagError("reading a policy file needs Python 3.11 or newer (tomllib)")
-    # mypy checks for Python 3.10 (pyproject), which has no tomllib.
-    import tomllib  # type: ignore[import-not-found,unused-ignore]
+    import tomllib
 
     try:
         with open(path, "rb") as handle:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import tempfile
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +100,6 @@ def _header(trace: Trace, hta_asked: bool, hta_used: bool) -> Header:
         facts.append(("HTA", "left out (--no-hta)"))
     elif not hta_used:
         facts.append(("HTA", "not installed: pip install 'diag[hta]' adds HTA's breakdowns"))
-    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     facts.append(("report", f"diag {__version__}, {now}"))
     return Header(f"diag report: {trace.path.name or trace.path}", facts)
