@@ -22,18 +22,23 @@ def iter_events(path: Path) -> Iterator[dict[str, Any]]:
 
     msgspec decodes a line about twice as fast as json, which is most of `diag check`'s time on
     a large trace."""
-    decode = msgspec.json.decode
     with open(path, "rb") as handle:
         for line in handle:
-            try:
-                event = decode(line)
-            except msgspec.DecodeError:
-                try:  # invalid UTF-8 inside a string: read it as the json module would
-                    event = json.loads(line.decode("utf-8", errors="replace"))
-                except json.JSONDecodeError:
-                    continue
-            if isinstance(event, dict):
+            event = decode_event(line)
+            if event is not None:
                 yield event
+
+
+def decode_event(line: bytes) -> dict[str, Any] | None:
+    """One event line as a dict, or None for a torn or corrupt line."""
+    try:
+        event = msgspec.json.decode(line)
+    except msgspec.DecodeError:
+        try:  # invalid UTF-8 inside a string, NaN...: read it as the json module would
+            event = json.loads(line.decode("utf-8", errors="replace"))
+        except json.JSONDecodeError:
+            return None
+    return event if isinstance(event, dict) else None
 
 
 @dataclass

@@ -46,6 +46,11 @@ class CheckCommand:
         )
 
     def run(self, args: argparse.Namespace) -> int:
+        import gc
+
+        # A short-lived process that builds many acyclic objects: the cyclic collector would
+        # only add pauses (about a fifth of the time on a 10 000-compile trace).
+        gc.disable()
         from diag.check import run_check
         from diag.check.junit import write_junit
         from diag.check.policy import find_policy
