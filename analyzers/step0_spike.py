@@ -30,11 +30,12 @@ expected cost that live-compile's INFO reports.
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from dataclasses import dataclass
 
 from diag.findings import Finding
-from diag.run import Compile, Request, RunData, Step, Trace
+from diag.run import Compile, Event, Request, RunData, Step, Trace
 
 from .common import format_seconds as _secs
 from .common import id_suffix as _id_suffix
@@ -77,13 +78,37 @@ class _Timing:
 def analyze(trace: Trace) -> list[Finding]:
     findings: list[Finding] = []
     for run in trace.subject_runs:
+        index = _Index(run)
         for request in run.requests:
             if request.phase != "live":
                 continue
-            finding = _check(run, request)
+            finding = _check(run, request, index)
             if finding is not None:
                 findings.append(finding)
     return findings
+
+
+class _Index:
+    """What _check looks up per spiking request, indexed once per run: long runs have
+    hundreds of thousands of steps, and scanning them per request was quadratic."""
+
+    def __init__(self, run: RunData) -> None:
+        self.steps: dict[int, list[Step]] = {}
+        for step in sorted(run.steps, key=lambda s: s.start_t):
+            self.steps.setdefault(step.pid, []).append(step)
+        self.starts = {pid: [s.start_t for s in steps] for pid, steps in self.steps.items()}
+        self.compiles: dict[tuple[int, str | None, int | None], list[Compile]] = {}
+        for item in run.compiles:
+            self.compiles.setdefault((item.pid, item.request_id, item.step), []).append(item)
+        self.windows: dict[int, list[Event]] = {}
+        for event in run.of("profile_window_start"):
+            self.windows.setdefault(event.pid, []).append(event)
+
+    def previous_step(self, step0: Step) -> Step | None:
+        """The step of the same process that started last before step0."""
+        starts = self.starts.get(step0.pid, [])
+        position = bisect.bisect_left(starts, step0.start_t) - 1
+        return self.steps[step0.pid][position] if position >= 0 else None
 
 
 def _timing(request: Request) -> tuple[Step, _Timing] | None:
@@ -112,7 +137,7 @@ def _timing(request: Request) -> tuple[Step, _Timing] | None:
     return step0, timing
 
 
-def _check(run: RunData, request: Request) -> Finding | None:
+def _check(run: RunData, request: Request, index: _Index) -> Finding | None:
     found = _timing(request)
     if found is None:
         return None
@@ -120,14 +145,10 @@ def _check(run: RunData, request: Request) -> Finding | None:
     if not timing.spike:
         return None
     rid = request.request_id
-    compiles = [
-        c
-        for c in run.compiles
-        if c.pid == request.pid and c.request_id == rid and c.step == step0.index
-    ]
+    compiles = index.compiles.get((request.pid, rid, step0.index), [])
     compile_s = sum(c.duration_s or 0.0 for c in compiles)
-    growth = _reserved_growth(run, step0)
-    window = _profile_window(run, step0)
+    growth = _reserved_growth(index.previous_step(step0), step0)
+    window = _profile_window(index.windows.get(step0.pid, []), step0)
 
     ratio = timing.step0 / timing.median if timing.median > 0 else float("inf")
     metric = "GPU time from CUDA events" if timing.metric == "gpu" else "wall time"
@@ -248,15 +269,9 @@ def _cross_reference(run: RunData, request: Request, compiles: list[Compile]) ->
     )
 
 
-def _reserved_growth(run: RunData, step0: Step) -> tuple[int, int, Step] | None:
+def _reserved_growth(prev: Step | None, step0: Step) -> tuple[int, int, Step] | None:
     """(reserved before, after, previous step) when reserved bytes grew across step 0."""
-    earlier = [
-        s for s in run.steps if s.pid == step0.pid and s is not step0 and s.start_t < step0.start_t
-    ]
-    if not earlier or step0.memory is None:
-        return None
-    prev = max(earlier, key=lambda s: s.start_t)
-    if prev.memory is None:
+    if prev is None or step0.memory is None or prev.memory is None:
         return None
     before, after = prev.memory.get("reserved"), step0.memory.get("reserved")
     if isinstance(before, int) and isinstance(after, int) and after > before:
@@ -264,10 +279,8 @@ def _reserved_growth(run: RunData, step0: Step) -> tuple[int, int, Step] | None:
     return None
 
 
-def _profile_window(run: RunData, step0: Step) -> str | None:
-    windows = [
-        e for e in run.of("profile_window_start") if e.pid == step0.pid and e.t <= step0.start_t
-    ]
+def _profile_window(starts: list[Event], step0: Step) -> str | None:
+    windows = [e for e in starts if e.t <= step0.start_t]
     if not windows:
         return None
     window = windows[-1].data.get("window")
