@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass, field
 
 from diag.findings import Finding
+from diag.guards import condition_text
 from diag.run import Frame, Guard, RunData, Trace
 
 ANALYZER = "cache-bloat"
@@ -30,8 +31,6 @@ RATIO = 2
 _TENSOR_KINDS = ("tensor-size", "tensor-stride", "tensor-dtype", "tensor-device")
 #: Source names that look like a block or layer index.
 _PER_BLOCK = re.compile(r"(?:^|[._\[])(?:block|layer)?_?(?:idx|index|id|num)\]?$", re.IGNORECASE)
-_CID_PREFIX = re.compile(r"^\s*(?:-\s+)?!?[\d/_]+:\s+")
-_COMMENT = re.compile(r"\s{2,}#")
 
 
 def analyze(trace: Trace) -> list[Finding]:
@@ -206,8 +205,7 @@ def _attempt(compile_id: str) -> tuple[int, ...]:
 
 
 def _guard_text(guard: Guard) -> str:
-    text = _CID_PREFIX.sub("", guard.raw, count=1)
-    lines = _COMMENT.split(text, maxsplit=1)[0].strip().splitlines()
+    lines = condition_text(guard.raw).splitlines()
     return (lines[0] if lines else guard.kind)[:200]
 
 

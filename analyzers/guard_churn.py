@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass, field
 
 from diag.findings import Finding
+from diag.guards import condition_text
 from diag.run import Compile, Frame, Guard, RunData, Trace
 
 from .common import id_suffix as _id_suffix
@@ -36,8 +37,6 @@ CHURN_KINDS = (
     "container-keys",
     "global-state",
 )
-_CID_PREFIX = re.compile(r"^\s*(?:-\s+)?!?[\d/_]+:\s+")
-_COMMENT = re.compile(r"\s{2,}#")
 _INT = re.compile(r"^-?\d+$")
 _DIGITS = re.compile(r"\d+")
 _STACK_FILE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
@@ -281,8 +280,7 @@ def _attempt(compile_id: str) -> tuple[int, ...]:
 
 
 def _guard_text(guard: Guard) -> str:
-    text = _CID_PREFIX.sub("", guard.raw, count=1)
-    lines = _COMMENT.split(text, maxsplit=1)[0].strip().splitlines()
+    lines = condition_text(guard.raw).splitlines()
     first = lines[0] if lines else ""
     if not first:
         first = f"{guard.source} == {guard.expected}" if guard.source else guard.kind

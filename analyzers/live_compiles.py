@@ -16,10 +16,10 @@ live traffic.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from diag.findings import Finding
+from diag.guards import condition_text
 from diag.run import Compile, Guard, Request, RunData, Trace
 
 from .common import format_seconds as _secs
@@ -44,8 +44,6 @@ _VALUE_KINDS = (
     "type",
     "global-state",
 )
-_CID_PREFIX = re.compile(r"^\s*(?:-\s+)?!?[\d/_]+:\s+")
-_COMMENT = re.compile(r"\s{2,}#")
 
 Shape = tuple[int, ...]
 
@@ -461,8 +459,7 @@ def _frame_name(item: Compile) -> str:
 
 
 def _guard_text(guard: Guard) -> str:
-    text = _CID_PREFIX.sub("", guard.raw, count=1)
-    text = _COMMENT.split(text, maxsplit=1)[0].strip()
+    text = condition_text(guard.raw)
     if not text:
         text = f"{guard.source} == {guard.expected}" if guard.source else guard.kind
     return text[:200]

@@ -44,12 +44,12 @@ different hosts and instants are compared in unix time (Process.unix_ns).
 
 from __future__ import annotations
 
-import re
 import statistics
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
 from diag.findings import Finding
+from diag.guards import condition_text
 from diag.run import Compile, Event, Guard, Process, RunData, Step, Trace
 
 from .common import format_seconds as _secs
@@ -80,8 +80,6 @@ _CAUSE_EVENTS = (
 #: Causes that cost time they do not measure: they explain a skew by being there.
 _UNMEASURED = ("eager_fallback", "recompile_limit", "profile_window_start", "profiled")
 _SIZE_KINDS = ("tensor-size", "tensor-stride")
-_CID_PREFIX = re.compile(r"^\s*(?:-\s+)?!?[\d/_]+:\s+")
-_COMMENT = re.compile(r"\s{2,}#")
 
 StepKey = tuple[str, int, int]  # request id, its occurrence in the process, step index
 
@@ -686,8 +684,7 @@ def _ranks_text(ranks: list[int]) -> str:
 def _guard_text(guard: Guard | None) -> str:
     if guard is None:
         return ""
-    text = _CID_PREFIX.sub("", guard.raw, count=1)
-    text = _COMMENT.split(text, maxsplit=1)[0].strip()
+    text = condition_text(guard.raw)
     return text or (f"{guard.source} == {guard.expected}" if guard.source else guard.kind)
 
 

@@ -12,10 +12,10 @@ the profiler's region marker saw it, else the live steps that ran after the hit.
 
 from __future__ import annotations
 
-import re
 import statistics
 
 from diag.findings import Finding
+from diag.guards import condition_text
 from diag.run import Compile, Event, Frame, Guard, RunData, Step, Trace
 
 from .common import format_seconds as _secs
@@ -24,8 +24,6 @@ from .common import process_lines as _tag_lines
 
 ANALYZER = "recompile-limit"
 
-_CID_PREFIX = re.compile(r"^\s*(?:-\s+)?!?[\d/_]+:\s+")
-_COMMENT = re.compile(r"\s{2,}#")
 _SIZE_KINDS = ("tensor-size", "tensor-stride")
 
 
@@ -224,8 +222,7 @@ def _fix(guard: Guard | None) -> str:
 
 
 def _guard_long(guard: Guard) -> str:
-    text = _CID_PREFIX.sub("", guard.raw, count=1)
-    text = _COMMENT.split(text, maxsplit=1)[0].strip()[:200] or guard.kind
+    text = condition_text(guard.raw)[:200] or guard.kind
     line = f"{guard.kind} on {guard.source or '?'}: {text}"
     if guard.expected is not None and "expected" not in text:
         line += f" (expected {guard.expected}"

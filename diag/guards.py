@@ -418,3 +418,13 @@ _RULES = (
     _rule_value,
     _rule_global_words,
 )
+
+
+_RAW_PREFIX = re.compile(r"^\s*(?:-\s+)?!?[\d/_]+:\s+")
+_RAW_COMMENT = re.compile(r"\s{2,}#")
+
+
+def condition_text(raw: str) -> str:
+    """A failing guard's own condition, as reports quote it: the raw text without torch's
+    compile-id prefix and without the source comment (and user stack) that follow it."""
+    return _RAW_COMMENT.split(_RAW_PREFIX.sub("", raw, count=1), maxsplit=1)[0].strip()

@@ -3,12 +3,9 @@ positions. Shared by the rules and the baseline comparison so they read alike.""
 
 from __future__ import annotations
 
-import re
-
+from diag.guards import condition_text
 from diag.run import Compile, Frame, Guard, Trace
 
-_CID_PREFIX = re.compile(r"^\s*(?:-\s+)?!?[\d/_]+:\s+")
-_COMMENT = re.compile(r"\s{2,}#")
 _SITE = "site-packages/"
 
 
@@ -51,8 +48,7 @@ def frame_name(item: Compile) -> str:
 
 def guard_text(guard: Guard) -> str:
     """The guard's own condition: no compile-id prefix, no source comment, one line."""
-    text = _CID_PREFIX.sub("", guard.raw, count=1)
-    lines = _COMMENT.split(text, maxsplit=1)[0].strip().splitlines()
+    lines = condition_text(guard.raw).splitlines()
     return (lines[0] if lines else "")[:200] or guard.kind
 
 

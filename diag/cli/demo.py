@@ -75,7 +75,10 @@ class DemoCommand:
                 print(f"  {line}", file=sys.stderr)
         print(findings_to_text(analyze_trace(trace_dir)))
         print(
-            f"\nnext:\n  diag analyze {trace_dir} --json\n  less {trace_dir}/manifest.json",
+            f"\nnext:\n  diag tui {trace_dir}         # browse from each finding to its evidence"
+            f"\n  diag report {trace_dir}      # one HTML file to attach to a bug"
+            f"\n  diag check {trace_dir}       # the CI gate: exit 1 on a live recompile"
+            f"\n  diag analyze {trace_dir} --json",
             file=sys.stderr,
         )
         return 0

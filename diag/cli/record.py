@@ -116,5 +116,9 @@ class RecordCommand:
                 print(f"  {line}", file=err)
         if args.baseline and len(outcomes) == 1 and first.status != "complete":
             print("  (no eager baseline: the command did not complete)", file=err)
-        print(f"next:\n  diag analyze {trace_dir}\n  diag analyze {trace_dir} --json", file=err)
+        print(
+            f"next:\n  diag analyze {trace_dir}\n  diag tui {trace_dir}\n  diag report {trace_dir}"
+            f"\n  diag check {trace_dir}",
+            file=err,
+        )
         return first.shell_code if first.status != "complete" else last.shell_code
