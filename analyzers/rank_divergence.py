@@ -535,6 +535,9 @@ def _reserved_growth(rank: _Rank, key: StepKey) -> int:
     return int(step.memory.get("reserved", 0)) - int(before.get("reserved", 0))
 
 
+_PROFILER_KINDS = {"profiled", "profile_window_start", "profile_window_end"}
+
+
 def _skew_finding(
     run: RunData, rank: _Rank, skews: list[_Skew], aligned: int, straggler: bool
 ) -> Finding:
@@ -559,10 +562,12 @@ def _skew_finding(
             f"{sum(not s.explained for s in skews)} of {aligned} aligned live steps: a "
             "straggler, not a one-off"
         )
+    # Skew that only diag's own profiler explains is the cost of measuring, not a problem.
+    own = not straggler and bool(kinds) and set(kinds) <= _PROFILER_KINDS
     return Finding(
         id=f"{ANALYZER}:skew{_id_suffix(run, rank.pid)}",
         analyzer=ANALYZER,
-        severity="warning",
+        severity="info" if own else "warning",
         title=title,
         evidence=evidence,
         fix=_skew_fix(rank.rank, kinds, straggler),

@@ -161,6 +161,29 @@ def test_empty_cache_on_one_rank_is_a_skew_naming_it(tmp_path: Path) -> None:
     assert "empty_cache" in finding.fix and "warmup-hygiene" in finding.fix
 
 
+def test_skew_only_the_profiler_explains_is_info(tmp_path: Path) -> None:
+    """diag's own profiler export on one rank: reported as context, not as a warning (seen on
+    two H200s, where one rank's trace export made it 11 ms slower in a profiled step)."""
+    export = [
+        {
+            "t": at(80),
+            "ev": "profile_window_end",
+            "window": "r0-s1-steady",
+            "export_s": 0.028,
+            "phase": "live",
+            "request_id": "r0",
+            "step": 1,
+        }
+    ]
+    trace = write_ranks(
+        tmp_path, {0: request("r0", EVEN), 1: request("r0", slow_step(1, 40.0)) + export}
+    )
+    [finding] = analyze(trace)
+    assert finding.id == "rank-divergence:skew@rank1"
+    assert finding.data["steps"][0]["causes"] == ["profile_window_end"]
+    assert finding.severity == "info"
+
+
 @pytest.mark.parametrize(
     ("base_ms", "slow_ms", "reported"),
     [
