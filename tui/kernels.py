@@ -85,8 +85,9 @@ class KernelsView(TableView):
         region = row.payload
         reference = self._reference
         head = Text(str(region.region), style="bold")
+        what = "kernel time" if region.device == "gpu" else "time in the region"
         head.append(
-            f"  ({region.device}) kernel time per step: {reference} "
+            f"  ({region.device}) {what} per step: {reference} "
             f"{seconds(region.reference_s)}, compiled {seconds(region.compiled_s)}"
         )
         parts: list[Text | str] = [head]
