@@ -1,8 +1,8 @@
 """`diag check`: the CI gate (policy, baseline comparison, verdict renderers).
 
-Imports only the standard library, the trace reader and the analyzers its policy names, so that
-a CI step pays well under a second for it (bench/check_latency.py); docs/CHECK.md documents the
-rules, the policy keys and the exit codes.
+Imports only the standard library, msgspec, the trace reader and the analyzers its policy
+names, so that a CI step pays well under a second for it (bench/check_latency.py);
+docs/CHECK.md documents the rules, the policy keys and the exit codes.
 """
 
 from __future__ import annotations
