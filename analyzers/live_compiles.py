@@ -471,14 +471,7 @@ def _guard_short(guard: Guard, with_id: bool = False) -> str:
 
 
 def _guard_long(guard: Guard) -> str:
-    text = _guard_text(guard)
-    line = f"{guard.kind} on {guard.source or '?'}: {text}"
-    if guard.expected is not None and "expected" not in text:
-        line += f" (expected {guard.expected}"
-        line += f", actual {guard.actual})" if guard.actual is not None else ")"
-    if guard.user_location:
-        line += f" at {guard.user_location}"
-    return line
+    return guard.describe(_guard_text(guard))
 
 
 def _steps_text(steps: list[int]) -> str:

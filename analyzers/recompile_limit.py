@@ -222,14 +222,7 @@ def _fix(guard: Guard | None) -> str:
 
 
 def _guard_long(guard: Guard) -> str:
-    text = condition_text(guard.raw)[:200] or guard.kind
-    line = f"{guard.kind} on {guard.source or '?'}: {text}"
-    if guard.expected is not None and "expected" not in text:
-        line += f" (expected {guard.expected}"
-        line += f", actual {guard.actual})" if guard.actual is not None else ")"
-    if guard.user_location:
-        line += f" at {guard.user_location}"
-    return line
+    return guard.describe(condition_text(guard.raw)[:200] or guard.kind)
 
 
 def _where(phase: str, rid: str | None, step: int | None) -> str:

@@ -59,6 +59,17 @@ class Guard(msgspec.Struct, gc=False):
     raw: str = ""
     compile_id: str | None = None
 
+    def describe(self, condition: str, located: str = " at ") -> str:
+        """`kind on source: condition (expected E, actual A) at file:line`, as reports quote a
+        guard; `condition` is the text to show (e.g. diag.guards.condition_text(raw))."""
+        line = f"{self.kind} on {self.source or '?'}: {condition}"
+        if self.expected is not None and "expected" not in condition:
+            line += f" (expected {self.expected}"
+            line += f", actual {self.actual})" if self.actual is not None else ")"
+        if self.user_location:
+            line += f"{located}{self.user_location}"
+        return line
+
 
 class _Recompile(msgspec.Struct):
     epoch: int | None = None

@@ -53,13 +53,7 @@ def guard_text(guard: Guard) -> str:
 
 
 def guard_line(guard: Guard) -> str:
-    line = f"{guard.kind} on {guard.source or '?'}: {guard_text(guard)}"
-    if guard.expected is not None and "expected" not in line:
-        line += f" (expected {guard.expected}"
-        line += f", actual {guard.actual})" if guard.actual is not None else ")"
-    if guard.user_location:
-        line += f", read at {guard.user_location}"
-    return line
+    return guard.describe(guard_text(guard), located=", read at ")
 
 
 def where(item: Compile) -> str:
