@@ -10,6 +10,7 @@ ran. Traces without the anchor fall back to the order of `diag.region:<fn>#0` ma
 from __future__ import annotations
 
 import importlib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,8 @@ from diag.progress import ProgressCallback
 from diag.run import Process, RunData, Step
 
 REGION_PREFIX = "diag.region:"
+# torch writes `ProfilerStep#<int>`; a hand-made or foreign trace may not (`#abc`, `#1.5`).
+_STEP_NUMBER = re.compile(r"ProfilerStep#([0-9]{1,18})")
 
 
 @dataclass
@@ -221,7 +224,7 @@ def profiles_from_kineto(label: str, trace: Any, pid: int = 0) -> list[StepProfi
     marks = sorted(
         (a for a in trace.annotations if a.name.startswith("ProfilerStep#")), key=lambda a: a.ts
     )
-    bounds = [(a.ts, a.ts + a.dur, int(a.name.split("#", 1)[1] or 0)) for a in marks]
+    bounds = [(a.ts, a.ts + a.dur, step_number(a.name, n)) for n, a in enumerate(marks)]
     if not bounds:
         bounds = [(trace.start_ts, trace.end_ts, 0)]
     process = Process(pid, None, Path(trace.path).parent, [], {}, ended=True)
@@ -231,3 +234,9 @@ def profiles_from_kineto(label: str, trace: Any, pid: int = 0) -> list[StepProfi
     ]
     spans = [(start, end) for start, end, _ in bounds]
     return cut_window(label, process, Path(trace.path).name, trace, steps, spans)
+
+
+def step_number(name: str, ordinal: int) -> int:
+    """The N of `ProfilerStep#N`; a suffix that is not a plain integer gives the mark's ordinal."""
+    match = _STEP_NUMBER.fullmatch(name)
+    return int(match.group(1)) if match else ordinal

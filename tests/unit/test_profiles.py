@@ -3,12 +3,19 @@ each of which must get its own 24 compiled-region calls and its own kernels."""
 
 from __future__ import annotations
 
+import gzip
+import json
 from collections import Counter
 from pathlib import Path
 
-from diag.profiles import step_profiles
+import pytest
+
+from diag.kineto import read_kineto
+from diag.profiles import profiles_from_kineto, step_number, step_profiles
 from diag.run import load_trace
 from tests.h200data import h200_trace
+
+H200 = Path(__file__).resolve().parents[1] / "data" / "h200"
 
 
 def test_steady_window_is_cut_into_its_two_steps(tmp_path: Path) -> None:
@@ -48,3 +55,40 @@ def test_second_open_reads_the_cache(tmp_path: Path) -> None:
     assert again.compiled is not None
     after = step_profiles(again.compiled)
     assert [len(p.activities) for p in after] == [len(p.activities) for p in before]
+
+
+def _renamed_steps(tmp_path: Path, names: list[str]) -> Path:
+    """The real H200 eager trace with its ProfilerStep annotations renamed (hand-edited and
+    foreign traces carry such names; torch never writes them)."""
+    with gzip.open(H200 / "wan-eager.json.gz", "rb") as handle:
+        document = json.loads(handle.read())
+    marks = [
+        e for e in document["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#")
+    ]
+    assert len(marks) >= len(names)
+    for event, name in zip(marks, names, strict=False):
+        event["name"] = name
+    out = tmp_path / "renamed.json"
+    out.write_text(json.dumps(document))
+    return out
+
+
+@pytest.mark.parametrize(
+    "suffix",
+    ["abc", "1.5", "9" * 5000, "", "-3", "\u0663"],
+    ids=["abc", "1.5", "5000-digits", "empty", "-3", "arabic-3"],
+)
+def test_a_step_suffix_that_is_not_an_integer_gives_its_ordinal(
+    tmp_path: Path, suffix: str
+) -> None:
+    path = _renamed_steps(tmp_path, [f"ProfilerStep#{suffix}"])
+    profiles = profiles_from_kineto("compiled", read_kineto(path))
+    steps = [p.step for p in profiles]
+    assert steps == [0]
+    assert profiles[0].kernels
+
+
+def test_step_number_reads_only_plain_integers() -> None:
+    assert step_number("ProfilerStep#12", 0) == 12
+    assert step_number("ProfilerStep#12x", 4) == 4
+    assert step_number("ProfilerStep#" + "1" * 19, 5) == 5
