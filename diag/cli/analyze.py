@@ -8,8 +8,9 @@ from pathlib import Path
 
 
 class AnalyzeCommand:
-    """Analyze a recorded trace directory (or a TORCH_TRACE dir, or a profiler trace) and print
-    the findings."""
+    """Print the findings of a trace directory, a TORCH_TRACE log or a profiler trace.
+
+    Findings come as text or, with --json, as the document docs/FINDINGS.md describes."""
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
@@ -47,7 +48,7 @@ class AnalyzeCommand:
     def run(self, args: argparse.Namespace) -> int:
         from diag.analysis import analyze, analyzer_names, check_names
         from diag.findings import findings_to_json, findings_to_text
-        from diag.inputs import open_input
+        from diag.inputs import input_warnings, open_input
 
         if args.list:
             print("\n".join(analyzer_names()))
@@ -56,13 +57,16 @@ class AnalyzeCommand:
         trace = open_input(
             args.trace, against=args.against, torch_trace=args.torch_trace, kineto=args.kineto
         )
-        imported = trace.manifest.get("torch_trace")
-        for warning in imported.get("warnings", []) if isinstance(imported, dict) else []:
+        warnings = input_warnings(trace)
+        for warning in warnings:
             print(f"diag: warning: {warning}", file=sys.stderr)
         findings = analyze(trace, args.only)
         source = args.trace or args.torch_trace or args.kineto
         if args.json:
-            print(findings_to_json(findings, str(source)))
+            print(findings_to_json(findings, str(source), warnings))
+        elif warnings and not findings:
+            # Not "No findings: ... no problem was detected": the reader said what it missed.
+            print("No findings in what could be read; see the warnings above.")
         else:
             print(findings_to_text(findings))
         sys.stdout.flush()

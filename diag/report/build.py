@@ -53,9 +53,17 @@ def write_report(report: Report, output: Path) -> None:
         handle, temp = tempfile.mkstemp(prefix=".diag-report-", suffix=".html", dir=folder)
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             stream.write(report.html)
+        # mkstemp creates the file 0600; a report is an ordinary file, made as open() would.
+        os.chmod(temp, 0o666 & ~_umask())
         os.replace(temp, output)
     except OSError as exc:
         raise DiagError(f"{output}: cannot write the report ({exc.strerror or exc})") from None
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _text(value: Any) -> str:

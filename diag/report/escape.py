@@ -9,6 +9,7 @@ markup. Quotes are left alone in plot text: plotly shows `&quot;` literally.
 from __future__ import annotations
 
 import html
+import re
 
 #: Longest trace string shown in a label (kernel names run to kilobytes of C++ templates).
 LABEL_CHARS = 90
@@ -17,6 +18,15 @@ LABEL_CHARS = 90
 def html_text(value: object) -> str:
     """Any value as HTML text, safe in element content and in quoted attributes."""
     return html.escape(str(value), quote=True)
+
+
+_CODE = re.compile(r"`([^`\n]+)`")
+
+
+def html_inline(value: object) -> str:
+    """Finding text as HTML: escaped, with `backticked` spans set as <code> (findings quote
+    code that way in text output; a page shows the backticks literally otherwise)."""
+    return _CODE.sub(r"<code>\1</code>", html_text(value))
 
 
 def plot_text(value: object, limit: int | None = None) -> str:

@@ -16,7 +16,9 @@ from diag.report.plot import (
     Figure,
     Limits,
     Plot,
+    log_axis,
     ms,
+    ms_text,
     new_figure,
     percentile,
     run_origin,
@@ -76,9 +78,9 @@ def _step_hover(run: RunData, step: Step, multi: bool) -> str:
     lines = [f"<b>{plot_text(step.phase)} {plot_text(step.request_id)} step {step.index}</b>"]
     if multi:
         lines.append(process_label(run, step.pid))
-    lines.append(f"wall {ms(step.wall_s)} ms")
+    lines.append(f"wall {ms_text(step.wall_s)} ms")
     if step.gpu_s is not None:
-        lines.append(f"GPU {ms(step.gpu_s)} ms")
+        lines.append(f"GPU {ms_text(step.gpu_s)} ms")
     if step.shape:
         lines.append("shape " + plot_text("x".join(str(d) for d in step.shape)))
     if step.profiled:
@@ -103,7 +105,10 @@ def step_times(run: RunData, limits: Limits, reference: RunData | None = None) -
             "step wall time (ms, log scale)",
         )
     )
-    plot.figure.update_yaxes(type="log")
+    walls = [ms(s.wall_s) for s in steps]
+    if reference is not None:
+        walls += [ms(s.wall_s) for s in _timed_steps(reference) if s.phase == "live"]
+    log_axis(plot.figure, walls)
     multi = len({p.pid for p in run.processes}) > 1
     if len(steps) <= limits.step_points:
         _raw_steps(plot.figure, run, steps, origin, multi)
@@ -115,7 +120,7 @@ def step_times(run: RunData, limits: Limits, reference: RunData | None = None) -
         plot.notes.append(_compiles_note(shown, run.compiles))
     _compile_markers(plot.figure, shown, origin)
     if reference is not None and _timed_steps(reference):
-        plot.notes.extend(_reference_steps(plot.figure, reference, limits))
+        plot.notes.extend(_reference_steps(plot.figure, run, reference, limits))
     live = [r.start_t for r in run.requests if r.phase == "live"]
     if live:
         plot.figure.add_vline(
@@ -307,13 +312,20 @@ def _compile_start(compile_: Compile) -> int:
     return compile_.t - int((compile_.duration_s or 0.0) * 1e9)
 
 
-def _reference_steps(figure: Figure, reference: RunData, limits: Limits) -> list[str]:
-    """The reference run's live steps, on its own time axis, for a side-by-side look."""
-    origin = run_origin(reference)
+def _reference_steps(figure: Figure, run: RunData, reference: RunData, limits: Limits) -> list[str]:
+    """The reference run's live steps beside this run's live steps: its time axis is shifted
+    so both runs' live traffic starts at the same x (drawn from the reference run's own start,
+    its points would sit on top of this run's warmup)."""
     live = [s for s in _timed_steps(reference) if s.phase == "live"]
+    if not live:
+        return []
+    steps = _timed_steps(run)
+    own = [s.start_t for s in steps if s.phase == "live"] or [s.start_t for s in steps]
+    shift = seconds(min(own), run_origin(run)) if own else 0.0
+    reference_start = min(s.start_t for s in live)
     notes = [
-        f"Grey: the {reference.label} run's live steps, timed from that run's own start "
-        "(the runs ran one after the other)."
+        f"Grey: the {reference.label} run's live steps, shifted so that its live traffic "
+        "starts where this run's does (the runs ran one after the other)."
     ]
     if len(live) > limits.step_points:
         stride = -(-len(live) // limits.step_points)
@@ -321,7 +333,7 @@ def _reference_steps(figure: Figure, reference: RunData, limits: Limits) -> list
         notes.append(f"The {reference.label} run's steps are drawn one in {stride}.")
     figure.add_trace(
         go.Scatter(
-            x=[seconds(s.start_t, origin) for s in live],
+            x=[round(shift + seconds(s.start_t, reference_start), 6) for s in live],
             y=[ms(s.wall_s) for s in live],
             mode="markers",
             name=f"{plot_text(reference.label)} run, live steps",
@@ -413,6 +425,8 @@ def cache_entries(run: RunData, limits: Limits) -> Plot | None:
             "cache entries",
         )
     )
+    # Entries are counts: whole-number ticks (plotly would put some at 1.5, 2.5).
+    plot.figure.update_yaxes(tickformat="d", dtick=1 if peak and max(peak.values()) <= 12 else None)
     if len(ranked) > len(kept):
         dropped = ranked[len(kept) :]
         plot.notes.append(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from diag.findings import SEVERITIES, Finding, sort_findings
-from diag.report.escape import html_text
+from diag.report.escape import html_inline, html_text
 
 
 def findings_table(findings: list[Finding], full: int = 150, listed: int = 2000) -> str:
@@ -43,7 +43,7 @@ def _short_row(finding: Finding) -> str:
     severity = finding.severity if finding.severity in SEVERITIES else "info"
     return (
         f'<tr class="sev-{severity}"><td class="sev">{html_text(severity)}</td>'
-        f'<td colspan="3">{html_text(finding.title)} <span class="id">'
+        f'<td colspan="3">{html_inline(finding.title)} <span class="id">'
         f"<code>{html_text(finding.id)}</code></span></td></tr>"
     )
 
@@ -55,13 +55,13 @@ def _row(finding: Finding) -> str:
         if finding.location
         else ""
     )
-    evidence = "".join(f"<li>{html_text(item)}</li>" for item in finding.evidence)
+    evidence = "".join(f"<li>{html_inline(item)}</li>" for item in finding.evidence)
     return (
         f'<tr class="sev-{severity}">'
         f'<td class="sev">{html_text(severity)}</td>'
-        f'<td><div class="title">{html_text(finding.title)}</div>{location}'
+        f'<td><div class="title">{html_inline(finding.title)}</div>{location}'
         f'<div class="id">[{html_text(finding.analyzer)}] <code>{html_text(finding.id)}</code>'
         f" &middot; {html_text(finding.run)} run</div></td>"
         f"<td><ul>{evidence}</ul></td>"
-        f"<td>{html_text(finding.fix)}</td></tr>"
+        f"<td>{html_inline(finding.fix)}</td></tr>"
     )

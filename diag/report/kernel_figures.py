@@ -12,7 +12,7 @@ import plotly.graph_objects as go  # type: ignore[import-untyped]
 from diag.offload import StepOffload
 from diag.regions import KernelStat, RegionComparison
 from diag.report.escape import LABEL_CHARS, hover, html_text, plot_text, shorten
-from diag.report.plot import Limits, Plot, ms, new_figure
+from diag.report.plot import Limits, Plot, log_axis, ms, ms_text, new_figure
 
 _TOP_KERNELS = 5
 
@@ -24,7 +24,7 @@ class KernelPlot:
 
 
 def _kernel_line(stat: KernelStat) -> str:
-    return f"{plot_text(stat.name, 70)} [{stat.kind}] x{stat.count}, {ms(stat.total_s)} ms"
+    return f"{plot_text(stat.name, 70)} [{stat.kind}] x{stat.count}, {ms_text(stat.total_s)} ms"
 
 
 def _region_hover(comparison: RegionComparison, reference_label: str) -> str:
@@ -33,7 +33,7 @@ def _region_hover(comparison: RegionComparison, reference_label: str) -> str:
         (reference_label, comparison.reference, comparison.reference_s),
         ("compiled", comparison.compiled, comparison.compiled_s),
     ):
-        lines.append(f"{plot_text(label)}: {ms(total)} ms per step; top kernels:")
+        lines.append(f"{plot_text(label)}: {ms_text(total)} ms per step; top kernels:")
         lines.extend("  " + _kernel_line(s) for s in stats[:_TOP_KERNELS])
     if comparison.missing:
         lines.append(
@@ -127,6 +127,9 @@ def _region_table(comparisons: list[RegionComparison], reference_label: str) -> 
     rows = []
     for c in sorted(comparisons, key=lambda c: (not c.divergent, c.region)):
         ratio = f"{c.compiled_s / c.reference_s:.2f}x" if c.reference_s > 0 else "&ndash;"
+        if c.compiling_steps:
+            # Only steps that compiled were profiled: their time is mostly the compile's.
+            ratio += f" (includes compile: {c.compiling_steps} of {c.steps} steps compiled)"
         swapped = ""
         if c.swapped_attention:
             swapped = (
@@ -135,7 +138,8 @@ def _region_table(comparisons: list[RegionComparison], reference_label: str) -> 
             )
         rows.append(
             f"<tr><td><code>{html_text(c.region)}</code></td><td>{html_text(c.device)}</td>"
-            f'<td class="num">{ms(c.reference_s)}</td><td class="num">{ms(c.compiled_s)}</td>'
+            f'<td class="num">{ms_text(c.reference_s)}</td>'
+            f'<td class="num">{ms_text(c.compiled_s)}</td>'
             f'<td class="num">{ratio}</td><td>{"yes" if c.divergent else "no"}</td>'
             f"<td>{_names_html(c.missing)}{swapped}</td><td>{_names_html(c.replacements)}</td>"
             "</tr>"
@@ -256,7 +260,7 @@ def offload_chart(rows: list[StepOffload], limits: Limits) -> KernelPlot | None:
     spans = sorted(r.span_s for r in rows if r.span_s > 0)
     if spans and spans[-1] > 20 * spans[len(spans) // 2]:
         # One step (a live compile, the profiler's start) dwarfs the rest.
-        plot.figure.update_yaxes(type="log", title_text="time in the step (ms, log scale)")
+        log_axis(plot.figure, [ms(r.span_s) for r in rows], "time in the step (ms, log scale)")
     return KernelPlot(plot, _offload_table(rows, multi))
 
 
@@ -264,13 +268,13 @@ def _offload_hover(row: StepOffload) -> str:
     lines = [
         f"<b>{plot_text(row.request_id, 40)} step {row.step}</b>"
         + (" (offload-bound)" if row.bound else ""),
-        f"span {ms(row.span_s)} ms, compute {ms(row.kernel_s)} ms",
+        f"span {ms_text(row.span_s)} ms, compute {ms_text(row.kernel_s)} ms",
     ]
     for direction, seconds_ in sorted(row.copy_s.items()):
         size = row.copy_bytes.get(direction, 0)
-        lines.append(f"copy {plot_text(direction)}: {ms(seconds_)} ms, {size / 1e6:.1f} MB")
-    lines.append(f"CPU in syncs {ms(row.sync_s)} ms, GPU idle {ms(row.idle_s)} ms")
-    lines.append(f"compiling could save at most {ms(row.max_gain_s)} ms")
+        lines.append(f"copy {plot_text(direction)}: {ms_text(seconds_)} ms, {size / 1e6:.1f} MB")
+    lines.append(f"CPU in syncs {ms_text(row.sync_s)} ms, GPU idle {ms_text(row.idle_s)} ms")
+    lines.append(f"compiling could save at most {ms_text(row.max_gain_s)} ms")
     return hover(lines)
 
 
@@ -278,7 +282,7 @@ def _offload_table(rows: list[StepOffload], multi: bool) -> str:
     body = []
     for row in rows:
         copies = "<br>".join(
-            f"{html_text(d)}: {ms(s)} ms, {row.copy_bytes.get(d, 0) / 1e6:.1f} MB"
+            f"{html_text(d)}: {ms_text(s)} ms, {row.copy_bytes.get(d, 0) / 1e6:.1f} MB"
             + (f", {row.copy_bytes.get(d, 0) / s / 1e9:.1f} GB/s" if s > 0 else "")
             for d, s in sorted(row.copy_s.items())
         )
@@ -289,11 +293,12 @@ def _offload_table(rows: list[StepOffload], multi: bool) -> str:
                 if multi
                 else ""
             )
-            + f'</td><td class="num">{ms(row.span_s)}</td><td class="num">{ms(row.kernel_s)}</td>'
+            + f'</td><td class="num">{ms_text(row.span_s)}</td>'
+            f'<td class="num">{ms_text(row.kernel_s)}</td>'
             f"<td>{copies or '&ndash;'}</td>"
-            f'<td class="num">{ms(row.sync_s)}</td><td class="num">{ms(row.idle_s)}</td>'
+            f'<td class="num">{ms_text(row.sync_s)}</td><td class="num">{ms_text(row.idle_s)}</td>'
             f"<td>{'yes' if row.bound else 'no'}</td>"
-            f'<td class="num">{ms(row.max_gain_s)}</td></tr>'
+            f'<td class="num">{ms_text(row.max_gain_s)}</td></tr>'
         )
     return (
         '<table class="offload"><thead><tr><th>step</th><th>span ms</th><th>compute ms</th>'

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,6 +69,28 @@ def seconds(t: int, origin: int) -> float:
     return round((t - origin) / 1e9, 6)
 
 
+def log_axis(figure: Figure, values: list[float | None], title: str | None = None) -> None:
+    """A log y axis labelled 1, 2, 5, 10, 20, 50...: plotly's own log ticks label the minor
+    ticks by their first digit alone, which reads "5, 2, 1000, 5, 2, 100"."""
+    positive = [v for v in values if v is not None and v > 0]
+    update: dict[str, Any] = {"type": "log"}
+    if title is not None:
+        update["title_text"] = title
+    if positive:
+        low, high = min(positive), max(positive)
+        low_exp, high_exp = math.floor(math.log10(low)), math.ceil(math.log10(high))
+        mantissas = (1,) if high_exp - low_exp > 4 else (1, 2, 5)
+        ticks = [
+            m * 10.0**e
+            for e in range(low_exp, high_exp + 1)
+            for m in mantissas
+            if low / 2 <= m * 10.0**e <= high * 2
+        ]
+        update["tickvals"] = ticks
+        update["ticktext"] = [f"{t:g}" for t in ticks]
+    figure.update_yaxes(**update)
+
+
 def percentile(ordered: list[float], q: float) -> float:
     """Linear-interpolated percentile `q` (0..100) of an ascending, non-empty list."""
     if len(ordered) == 1:
@@ -80,3 +103,14 @@ def percentile(ordered: list[float], q: float) -> float:
 
 def ms(value_s: float | None) -> float | None:
     return None if value_s is None else round(value_s * 1000.0, 4)
+
+
+def ms_text(value_s: float | None) -> str:
+    """Milliseconds as a table or hover shows them: `17.30`, `0.412`, `1234.5` (never
+    `17.2964`)."""
+    if value_s is None:
+        return "–"
+    value = value_s * 1000.0
+    if abs(value) >= 100:
+        return f"{value:.1f}"
+    return f"{value:.2f}" if abs(value) >= 1 else f"{value:.3f}"

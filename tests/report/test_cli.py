@@ -76,3 +76,20 @@ def test_output_that_is_a_directory_is_refused(tmp_path: Path) -> None:
     proc = _diag("report", str(trace), "-o", str(tmp_path), "--no-hta")
     assert proc.returncode == 2
     assert proc.stderr == f"diag: error: {tmp_path}: is a directory; give a file name with -o\n"
+
+
+def test_report_file_mode_follows_the_umask(tmp_path: Path) -> None:
+    """mkstemp makes 0600 files; a report is shared like any file the user writes."""
+    import os
+
+    from diag.report.build import Report, write_report
+
+    previous = os.umask(0o022)
+    try:
+        write_report(Report("<html></html>", []), tmp_path / "a.html")
+        os.umask(0o077)
+        write_report(Report("<html></html>", []), tmp_path / "b.html")
+    finally:
+        os.umask(previous)
+    assert (tmp_path / "a.html").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "b.html").stat().st_mode & 0o777 == 0o600

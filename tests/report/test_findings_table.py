@@ -35,3 +35,19 @@ def test_long_lists_are_cut_and_say_so() -> None:
 
 def test_no_findings() -> None:
     assert "No findings" in findings_table([])
+
+
+def test_backticked_code_is_set_as_code_and_stays_escaped() -> None:
+    finding = Finding(
+        id="kernel-routing:x",
+        analyzer="kernel-routing",
+        severity="warning",
+        title="`_rms_norm<4>` runs in eager but not under torch.compile",
+        evidence=["replaced by `triton_red_fused_rsqrt`"],
+        fix="register it with `torch.library.custom_op`; a lone ` stays",
+    )
+    html = findings_table([finding])
+    assert "<code>_rms_norm&lt;4&gt;</code> runs in eager" in html
+    assert "<code>triton_red_fused_rsqrt</code>" in html
+    assert "<code>torch.library.custom_op</code>; a lone ` stays" in html
+    assert "`" not in html.replace("a lone ` stays", "")
