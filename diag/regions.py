@@ -64,6 +64,8 @@ class RegionComparison:
     replacements: list[str]
     steps: int
     swapped_attention: tuple[str, str] | None = None  # (reference backend, compiled backend)
+    # Aligned steps during which the compiled run compiled: their time includes the compile.
+    compiling_steps: int = 0
 
     @property
     def divergent(self) -> bool:
@@ -199,13 +201,32 @@ def _replacements(missing: list[KernelStat], new: list[KernelStat]) -> list[str]
     return chosen
 
 
+def compiling_steps(run: RunData) -> set[tuple[int, str, int]]:
+    """(pid, request, step) of every step during which the run compiled something."""
+    return {
+        (c.pid, c.request_id, c.step)
+        for c in run.compiles
+        if c.request_id is not None and c.step is not None and c.result != "recompile_limit"
+    }
+
+
+def _steady(profiles: list[StepProfile], run: RunData) -> list[StepProfile]:
+    """The profiles of steps that compiled nothing: a step that compiled holds the compile's
+    host time and its autotuning kernels, which are not the region's own cost."""
+    compiling = compiling_steps(run)
+    return [p for p in profiles if (p.pid, p.request_id, p.step) not in compiling]
+
+
 def aligned_profiles(
     compiled: RunData, reference: RunData
 ) -> tuple[list[StepProfile], list[StepProfile]]:
-    """The profiled steps both runs have (same rank, request and step); all live profiled steps
-    of each side when they share none."""
-    ours = step_profiles(compiled)
-    theirs = step_profiles(reference)
+    """The profiled steps both runs have (same rank, request and step), like with like: steps
+    during which either run compiled are left out while steady ones remain; all live profiled
+    steps of each side when they share none."""
+    ours, theirs = step_profiles(compiled), step_profiles(reference)
+    steady_ours, steady_theirs = _steady(ours, compiled), _steady(theirs, reference)
+    if steady_ours and steady_theirs:
+        ours, theirs = steady_ours, steady_theirs
     common = {p.key for p in ours} & {p.key for p in theirs}
     if common:
         return [p for p in ours if p.key in common], [p for p in theirs if p.key in common]
@@ -228,6 +249,8 @@ def compare_regions(trace: Trace) -> list[RegionComparison]:
     theirs_counts, theirs_times = _tally(theirs, device, whole)
     ours_region_s = _region_time(ours, device, whole)
     theirs_region_s = _region_time(theirs, device, whole)
+    compiling = compiling_steps(compiled)
+    compile_steps = sum(1 for p in ours if (p.pid, p.request_id, p.step) in compiling)
     result = []
     for region in sorted(set(ours_counts) | set(theirs_counts)):
         if region not in ours_counts or region not in theirs_counts:
@@ -256,6 +279,7 @@ def compare_regions(trace: Trace) -> list[RegionComparison]:
                 replacements=_replacements(gone, new),
                 steps=len(ours),
                 swapped_attention=swapped,
+                compiling_steps=compile_steps,
             )
         )
     return result
