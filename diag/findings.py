@@ -41,7 +41,9 @@ def sort_findings(findings: list[Finding]) -> list[Finding]:
     return sorted(findings, key=lambda f: (_RANK[f.severity], f.analyzer, f.id))
 
 
-def findings_to_json(findings: list[Finding], trace: str) -> str:
+def findings_to_json(
+    findings: list[Finding], trace: str, warnings: list[str] | None = None
+) -> str:
     counts = {s: sum(1 for f in findings if f.severity == s) for s in SEVERITIES}
     payload = {
         "format": "diag-findings",
@@ -49,6 +51,8 @@ def findings_to_json(findings: list[Finding], trace: str) -> str:
         "trace": trace,
         "counts": counts,
         "findings": [asdict(f) for f in sort_findings(findings)],
+        # What the reader skipped or could not see (the lines `diag: warning:` on stderr).
+        "warnings": list(warnings or []),
     }
     return json.dumps(payload, indent=1, default=str)
 

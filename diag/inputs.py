@@ -52,8 +52,7 @@ def kineto_run(label: str, path: Path, progress: ProgressCallback | None = None)
     """One torch.profiler trace file as a run with one process and its profiled steps."""
     kineto = importlib.import_module("diag.kinetocache")
     profiles_module = importlib.import_module("diag.profiles")
-    if not path.is_file():
-        raise DiagError(f"{path}: no such Kineto trace file")
+    _check_kineto_path(path)
     parsed = kineto.load_kineto(path, None, progress)
     profiles = profiles_module.profiles_from_kineto(label, parsed)
     run = RunData(label, path.parent, "complete")
@@ -78,3 +77,28 @@ def kineto_run(label: str, path: Path, progress: ProgressCallback | None = None)
     run.requests.append(request)
     run.profiles = profiles
     return run
+
+
+def _check_kineto_path(path: Path) -> None:
+    """One line that names what the path is, when it is not a trace file to read."""
+    if path.is_file():
+        return
+    if path.is_dir():
+        raise DiagError(
+            f"{path}: is a directory; --kineto takes one torch.profiler trace file "
+            "(a diag record output is given as TRACE_DIR)"
+        )
+    if path.exists():
+        raise DiagError(f"{path}: not a regular file (a device or a pipe), not a Kineto trace")
+    raise DiagError(f"{path}: no such Kineto trace file")
+
+
+def input_warnings(trace: Trace) -> list[str]:
+    """What the reader skipped or could not see, one line each: a TORCH_TRACE import's damage
+    counts, and the notices of a Kineto file's reader (what the trace does not hold)."""
+    warnings: list[str] = []
+    imported = trace.manifest.get("torch_trace")
+    if isinstance(imported, dict):
+        warnings.extend(str(w) for w in imported.get("warnings", []))
+    warnings.extend(str(w) for w in trace.manifest.get("warnings", []))
+    return warnings

@@ -85,6 +85,7 @@ class TorchTraceStats:
     skipped_lines: int = 0
     corrupt_payloads: int = 0
     unfinished_compiles: int = 0
+    replaced_bytes: int = 0  # records whose metadata held bytes that are not UTF-8
 
     def warnings(self) -> list[str]:
         lines = [f"{name}: not a TORCH_TRACE log, skipped" for name in self.skipped_files]
@@ -94,6 +95,11 @@ class TorchTraceStats:
             lines.append(
                 f"{self.corrupt_payloads} payload(s) did not match their md5 (truncated or "
                 "corrupt) and were skipped"
+            )
+        if self.replaced_bytes:
+            lines.append(
+                f"{self.replaced_bytes} record(s) held bytes that are not UTF-8; read with "
+                "U+FFFD in their place"
             )
         if self.unfinished_compiles:
             lines.append(
@@ -277,7 +283,7 @@ def _read_log(
                 current = None
             if not line.strip():
                 continue  # tlparse: stray blank lines are never records
-            current = None if overlong else _parse_record(line, clock)
+            current = None if overlong else _parse_record(line, clock, local)
             if current is None:
                 local.skipped_lines += 1
                 misses += 1
@@ -289,10 +295,14 @@ def _read_log(
             local.records += 1
         if current is not None:
             builder.handle(current, local)
-    except (OSError, EOFError, zlib.error) as exc:
-        if not found:
-            raise DiagError(f"{log}: cannot read ({exc})") from None
-        local.skipped_lines += 1  # a gzip cut short: keep what was read
+    except EOFError:
+        # The Kineto reader's words for the same damage: a cut gzip is a damaged copy, not a
+        # killed process (torch writes these logs plain; someone gzipped them afterwards).
+        raise DiagError(f"{log}: truncated gzip file (it ends mid-stream)") from None
+    except (gzip.BadGzipFile, zlib.error) as exc:
+        raise DiagError(f"{log}: corrupt gzip data ({exc})") from None
+    except OSError as exc:
+        raise DiagError(f"{log}: cannot read ({exc.strerror or exc})") from None
     finally:
         reader.close()
         raw.close()
@@ -303,6 +313,7 @@ def _read_log(
     stats.skipped_lines += local.skipped_lines
     stats.corrupt_payloads += local.corrupt_payloads
     stats.unfinished_compiles += local.unfinished_compiles
+    stats.replaced_bytes += local.replaced_bytes
     return process
 
 
@@ -318,13 +329,22 @@ def _drain(reader: IO[bytes]) -> None:
             return
 
 
-def _parse_record(line: bytes, clock: _Clock) -> _Record | None:
+def _parse_record(line: bytes, clock: _Clock, stats: TorchTraceStats) -> _Record | None:
     match = _RECORD.match(line)
     if match is None:
         return None
+    body = line[match.end() :]
     try:
-        meta = json.loads(line[match.end() :])
-    except (ValueError, RecursionError):  # bad JSON, bad UTF-8, "[[[[..." nested too deep
+        meta = json.loads(body)
+    except UnicodeDecodeError:
+        # One stray byte (a path or a reason in another encoding) must not drop the record
+        # and the compile it finishes with it: decode it with U+FFFD in place of the byte.
+        try:
+            meta = json.loads(body.decode("utf-8", errors="replace"))
+        except (ValueError, RecursionError):
+            return None
+        stats.replaced_bytes += 1
+    except (ValueError, RecursionError):  # bad JSON, "[[[[..." nested too deep
         return None
     if not isinstance(meta, dict):
         return None

@@ -1,0 +1,62 @@
+"""The readers on other tools' test data (tests/data/third_party: pytorch/tlparse and HTA test
+inputs), and the damage a copied log or trace meets on its way to a user."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+
+from diag.errors import DiagError
+from diag.inputs import input_warnings
+from diag.torchtrace import load_torch_trace
+
+THIRD_PARTY = Path(__file__).resolve().parents[1] / "data" / "third_party"
+TLPARSE = THIRD_PARTY / "tlparse"
+HTA = THIRD_PARTY / "hta"
+
+
+def _plain(tmp_path: Path, name: str) -> bytes:
+    return gzip.decompress((TLPARSE / name).read_bytes())
+
+
+# --- item: gzip damage and stray bytes in a TORCH_TRACE log ------------------------------------
+
+
+def test_a_corrupt_gzip_log_is_one_line_like_the_kineto_reader(tmp_path: Path) -> None:
+    """Not exit 0 with "process killed": the same words the Kineto reader uses."""
+    data = bytearray((TLPARSE / "comp_metrics.log.gz").read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    log = tmp_path / "damaged.log.gz"
+    log.write_bytes(bytes(data))
+    with pytest.raises(DiagError, match="corrupt gzip data|truncated gzip") as info:
+        load_torch_trace(log)
+    assert str(log) in info.value.message and "\n" not in info.value.message
+
+
+def test_a_truncated_gzip_log_names_the_damage(tmp_path: Path) -> None:
+    data = (TLPARSE / "comp_metrics.log.gz").read_bytes()
+    log = tmp_path / "cut.log.gz"
+    log.write_bytes(data[: len(data) * 2 // 3])
+    with pytest.raises(DiagError, match="truncated gzip file"):
+        load_torch_trace(log)
+
+
+def test_one_invalid_utf8_byte_keeps_the_failed_compile(tmp_path: Path) -> None:
+    """tlparse's comp_failure.log with one Latin-1 byte in its compilation_metrics line: the
+    record (and the failed compile it reports) stays, and the reader says what it replaced."""
+    data = _plain(tmp_path, "comp_failure.log.gz")
+    at = data.index(b'"co_filename": "') + len(b'"co_filename": "')
+    log = tmp_path / "latin1.log"
+    log.write_bytes(data[:at] + b"caf\xe9/" + data[at:])
+    trace = load_torch_trace(log)
+    assert trace.compiled is not None
+    results = [c.result for c in trace.compiled.compiles]
+    assert results == ["failed"]
+    frame = trace.compiled.compiles[0].frame
+    assert frame is not None and frame.file is not None and "caf\ufffd/" in frame.file
+    assert any("not UTF-8" in w for w in input_warnings(trace))
+    clean = load_torch_trace(TLPARSE / "comp_failure.log.gz")
+    assert [c.result for c in clean.compiled.compiles] == ["failed"]  # type: ignore[union-attr]
+    assert not input_warnings(clean)
