@@ -17,12 +17,7 @@ def format_seconds(value: float) -> str:
 
 def process_tag(run: RunData, pid: int | None) -> str:
     """`rank1` (or `proc0`) when the run has several processes; empty when it has one."""
-    if pid is None or len(run.processes) <= 1:
-        return ""
-    for index, process in enumerate(run.processes):
-        if process.pid == pid:
-            return f"rank{process.rank}" if process.rank is not None else f"proc{index}"
-    return f"pid{pid}"
+    return run.process_tag(pid)
 
 
 def id_suffix(run: RunData, pid: int | None) -> str:

@@ -29,6 +29,9 @@ class Frame:
     name: str
     file: str | None
     line: int | None
+    #: `file:line` of the user's call into this frame, when the frame is torch's own (the
+    #: shared `inner` of wrap_inline): where a person should look. Not part of its identity.
+    called_from: str | None = field(default=None, compare=False)
 
     @property
     def location(self) -> str:
@@ -98,6 +101,14 @@ class Compile:
     pid: int
     guards: list[Guard] = field(default_factory=list)
     fail_reason: str | None = None
+    #: A failed compile: torch's fail_type (`BackendCompilerFailed`...), the user line torch or its
+    #: traceback names (`file:line`), and whether `suppress_errors` let the frame run eagerly
+    #: (None: not known, as in TORCH_TRACE logs).
+    fail_type: str | None = None
+    fail_user_frame: str | None = None
+    suppress_errors: bool | None = None
+    #: torch's compilation_metrics.cache_size: entries the frame held before this compile.
+    cache_size: int | None = None
 
     @property
     def is_recompile(self) -> bool:
@@ -121,6 +132,9 @@ class Step:
     shape: list[int] | None
     memory: dict[str, int] | None
     pid: int
+    #: The process's CPU time in the step (all threads): wall time it did not run for was
+    #: spent waiting (the GPU, I/O) or descheduled (a loaded host). None in older traces.
+    cpu_s: float | None = None
 
 
 @dataclass
@@ -230,6 +244,15 @@ class RunData:
     @property
     def adapters(self) -> set[str]:
         return {p.adapter for p in self.processes if p.adapter}
+
+    def process_tag(self, pid: int | None) -> str:
+        """`rank1` (or `proc0`) when the run has several processes; empty when it has one."""
+        if pid is None or len(self.processes) <= 1:
+            return ""
+        for index, process in enumerate(self.processes):
+            if process.pid == pid:
+                return f"rank{process.rank}" if process.rank is not None else f"proc{index}"
+        return f"pid{pid}"
 
 
 @dataclass
@@ -342,9 +365,17 @@ def _position(data: dict[str, Any]) -> tuple[str, str | None, int | None]:
     )
 
 
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
 def _int(value: Any) -> int:
     """A step index, or -1 (matches no step) when the event has none."""
     return value if isinstance(value, int) else -1
+
+
+def _optional_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _events_or_recompiles(path: Path) -> Iterator[tuple[_Recompile | None, dict[str, Any]]]:
@@ -452,6 +483,8 @@ def _load_process(run: RunData, events_path: Path) -> None:
                 step_found.wall_s = data.get("wall_s")
                 step_found.profiled = bool(data.get("profiled")) or step_found.profiled
                 step_found.memory = data.get("memory")
+                cpu = data.get("cpu_s")
+                step_found.cpu_s = float(cpu) if isinstance(cpu, (int, float)) else None
         elif kind == "step_gpu":
             step_found = open_steps.get((str(data.get("request_id")), _int(data.get("step"))))
             if step_found is not None:
@@ -478,6 +511,12 @@ def _load_process(run: RunData, events_path: Path) -> None:
                     pid=pid,
                     guards=pending_guards.pop((epoch, compile_id), []),
                     fail_reason=data.get("fail_reason"),
+                    fail_type=_text(data.get("fail_type")),
+                    fail_user_frame=_text(data.get("fail_user_frame")),
+                    suppress_errors=data.get("suppress_errors")
+                    if isinstance(data.get("suppress_errors"), bool)
+                    else None,
+                    cache_size=_optional_int(data.get("cache_size")),
                 )
             )
         elif kind == "cache_entries":

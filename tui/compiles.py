@@ -1,7 +1,8 @@
 """Compiles: every compile event with its frame, duration, result and all failing guards.
 
 Filter keys: `frame:`, `phase:`, `kind:` (guard kind), `guard:` (guard source or text),
-`request:`, `step:`, `id:`, `result:`, `run:`.
+`request:`, `step:`, `id:`, `result:`, `run:`, `rank:` (`rank1`, or `proc0` without ranks).
+With several processes the run column names the process: ranks' compiles look alike.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ RESULT_STYLE = {"ok": "", "failed": "bold red", "recompile_limit": "bold red"}
 class CompileInfo:
     run: str
     item: Compile
+    process: str = ""  # `rank1` (or `proc0`) when the run has several processes
 
 
 def _kinds(item: Compile) -> str:
@@ -31,7 +33,7 @@ def _kinds(item: Compile) -> str:
 
 class CompilesView(TableView):
     COLUMNS = (
-        Column("run", 8),
+        Column("run"),
         Column("id", 6),
         Column("frame"),
         Column("phase", 6),
@@ -53,12 +55,14 @@ class CompilesView(TableView):
         "kind": "kind",
         "guard": "guard",
         "file": "file",
+        "rank": "process",
+        "process": "process",
     }
     NOUN = "compiles"
 
     def show(self, data: TraceData) -> None:
         rows = [
-            self._row(CompileInfo(label, item))
+            self._row(CompileInfo(label, item, run.process_tag(item.pid)))
             for label, run in data.trace.runs.items()
             for item in run.compiles
         ]
@@ -70,7 +74,7 @@ class CompilesView(TableView):
         return Row(
             key=f"{info.run}|{item.pid}|{item.epoch}|{item.compile_id}",
             cells=[
-                text(info.run),
+                text(f"{info.run} {info.process}".strip()),
                 text(item.compile_id),
                 text(frame),
                 text(item.phase),
@@ -91,6 +95,7 @@ class CompilesView(TableView):
                 "kind": _kinds(item),
                 "guard": " ".join(f"{g.source or ''} {g.raw}" for g in item.guards),
                 "file": item.frame.location if item.frame else "",
+                "process": info.process,
             },
             payload=info,
             style="bold" if item.live else "",
@@ -125,8 +130,13 @@ class CompilesView(TableView):
             if guard.source:
                 line.append(" on ")
                 line.append(guard.source)
-            if guard.expected is not None or guard.actual is not None:
-                line.append(f": expected {guard.expected}, actual {guard.actual}")
+            said = [
+                f"{name} {value}"
+                for name, value in (("expected", guard.expected), ("actual", guard.actual))
+                if value is not None
+            ]
+            if said:
+                line.append(": " + ", ".join(said))
             if guard.compile_id:
                 line.append(f"  (entry {guard.compile_id})", style="dim")
             parts.append(line)

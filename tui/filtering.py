@@ -22,6 +22,8 @@ class Term:
 @dataclass(frozen=True)
 class Query:
     terms: tuple[Term, ...] = ()
+    # `key:` prefixes that name no field of the view (searched as plain text instead).
+    unknown_keys: tuple[str, ...] = ()
 
     def __bool__(self) -> bool:
         return bool(self.terms)
@@ -42,6 +44,7 @@ def parse_query(text: str, aliases: Mapping[str, str] | None = None) -> Query:
     """
     known = aliases or {}
     terms: list[Term] = []
+    unknown: list[str] = []
     for token in _split(text):
         key, sep, value = token.partition(":")
         field = known.get(key.lower()) if sep else None
@@ -50,8 +53,10 @@ def parse_query(text: str, aliases: Mapping[str, str] | None = None) -> Query:
             if values:
                 terms.append(Term(field, values))
         else:
+            if sep and key and value and key.isidentifier():
+                unknown.append(key.lower())
             terms.append(Term(None, (token.lower(),)))
-    return Query(tuple(terms))
+    return Query(tuple(terms), tuple(dict.fromkeys(unknown)))
 
 
 def matches(query: Query, fields: Mapping[str, str], exact: frozenset[str] = frozenset()) -> bool:

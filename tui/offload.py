@@ -74,7 +74,16 @@ class OffloadView(TableView):
         rows = [
             self._row(label, item) for label, items in kernels.offload.items() for item in items
         ]
-        self.set_rows(rows, empty=kernels.note or "no profiled step to break down")
+        if kernels.note:
+            empty = kernels.note
+        elif kernels.profiled_steps:
+            empty = (
+                f"{kernels.profiled_steps} profiled step(s), none on a GPU: no copies or syncs "
+                "to break down (a CPU run)"
+            )
+        else:
+            empty = "no profiled step to break down"
+        self.set_rows(rows, empty=empty)
 
     def _row(self, label: str, item: Any) -> Row:
         copies = float(sum((item.copy_s or {}).values()))

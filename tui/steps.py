@@ -25,6 +25,7 @@ class StepInfo:
     step: Step
     compiles: list[Compile]
     events: list[Event]
+    process: str = ""  # `rank1` (or `proc0`) when the run has several processes
 
 
 def _by_step(
@@ -50,7 +51,7 @@ def _compile_cell(compiles: list[Compile]) -> str:
 
 class StepsView(TableView):
     COLUMNS = (
-        Column("run", 8),
+        Column("run"),
         Column("request"),
         Column("phase", 6),
         Column("step", 4),
@@ -70,6 +71,8 @@ class StepsView(TableView):
         "profiled": "profiled",
         "compiles": "compiles",
         "frame": "frame",
+        "rank": "process",
+        "process": "process",
     }
     NOUN = "steps"
 
@@ -82,7 +85,13 @@ class StepsView(TableView):
             compiles, events = _by_step(run)
             for step in sorted(run.steps, key=lambda s: s.start_t):
                 key = (step.pid, step.request_id, step.index)
-                info = StepInfo(label, step, compiles.get(key, []), events.get(key, []))
+                info = StepInfo(
+                    label,
+                    step,
+                    compiles.get(key, []),
+                    events.get(key, []),
+                    run.process_tag(step.pid),
+                )
                 rows.append(self._row(info))
         self.set_rows(rows, empty="no steps: the program reported no step boundaries")
         if not rows:
@@ -94,7 +103,7 @@ class StepsView(TableView):
         return Row(
             key=f"{info.run}|{step.pid}|{step.request_id}|{step.index}",
             cells=[
-                text(info.run),
+                text(f"{info.run} {info.process}".strip()),
                 text(step.request_id),
                 text(step.phase),
                 text(step.index),
@@ -113,6 +122,7 @@ class StepsView(TableView):
                 "profiled": yes(step.profiled) or "no",
                 "compiles": str(len(info.compiles)),
                 "frame": ",".join(c.frame.name for c in info.compiles if c.frame),
+                "process": info.process,
             },
             payload=info,
             style=style,
@@ -125,7 +135,7 @@ class StepsView(TableView):
             Text(f"{info.run} run, request {step.request_id}, step {step.index}", style="bold"),
             field("phase", step.phase),
             field("shape", shape(step.shape) or "unknown"),
-            field("wall", f"{seconds(step.wall_s) or '?'}   gpu: {seconds(step.gpu_s) or '?'}"),
+            field("wall", _times(step)),
         ]
         if step.memory:
             parts.append(
@@ -177,3 +187,9 @@ class StepsView(TableView):
                 selected=next((i for i, r in enumerate(infos) if r.key == selected), None),
             )
         )
+
+
+def _times(step: Step) -> str:
+    """Wall time, and GPU time where the step used a GPU (a CPU step has none to show)."""
+    wall = seconds(step.wall_s) or "?"
+    return wall if step.gpu_s is None else f"{wall}   gpu: {seconds(step.gpu_s)}"

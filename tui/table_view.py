@@ -166,6 +166,13 @@ class TableView(Vertical):
                 title.append("  filter: ", style="bold")
                 title.append(state.query_text)
                 title.append("  (/ to edit, Esc clears)", style="dim")
+            if state.query.unknown_keys:
+                keys = ", ".join(sorted(set(self.ALIASES)))
+                title.append(
+                    f"  no filter key {', '.join(state.query.unknown_keys)}: searched as text"
+                    + (f"; keys: {keys}" if keys else ""),
+                    style="bold yellow",
+                )
         self.query_one(".table-title", Static).update(title)
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
