@@ -14,9 +14,23 @@ between with margin on both sides, and the 50 ms floor keeps the jitter of milli
 steady step does not move the baseline; and step 0 must also be slower than every one of them,
 since a steady step as slow as step 0 makes it no first-step cost but noise.
 
+Noise: step 0 must also stand NOISE_SIGMAS robust spreads (diag.stats, from the MAD) above the
+baseline's median. A cause the trace shows (a compile, allocator growth, the profiler) is
+evidence of its own; a spike with no such cause is a warning only when the host's noise cannot
+explain it: the process was on the CPU for at least CPU_SHARE of step 0's extra wall time
+(Step.cpu_s; a descheduled process's wall time grows, its CPU time does not), and the excess is
+at least HOST_NOISE_FACTOR x the largest excursion of any steady step of the process above its
+own request's median. Otherwise it is INFO, "too noisy to judge", with the numbers: on a
+2-core host at load 4 a clean run's step 0 took 5x its steady steps while the process ran for
+a fraction of it.
+
 Times: Step.gpu_s when step 0 and every baseline step have it (CUDA events), else wall_s for
-all of them. Profiled steps are left out of the baseline (the profiler slows them); a request
-needs at least 2 unprofiled other steps, else it is skipped.
+all of them. The baseline is the request's unprofiled other steps; when fewer than
+MIN_BASELINE are left (the default windows profile step 0 and two steady steps of the first
+live request, and a 3-step request has one step left), its profiled steps join it: the profiler
+only slows them, so the baseline can only be too high and a spike found against it is real. A
+live request with fewer than MIN_BASELINE other steps cannot be judged: one INFO per process
+says which.
 
 Attribution, first match wins (the others still appear as evidence): compiles inside step 0,
 when their summed seconds are at least half the excess; the profiler, if step 0 was profiled;
@@ -35,7 +49,9 @@ import statistics
 from dataclasses import dataclass
 
 from diag.findings import Finding
+from diag.frames import label as frame_label
 from diag.run import Compile, Event, Request, RunData, Step, Trace
+from diag.stats import NOISE_SIGMAS, Sample, sample, stands_out
 
 from .common import format_seconds as _secs
 from .common import id_suffix as _id_suffix
@@ -51,16 +67,31 @@ FLOOR_S = 0.050
 MIN_BASELINE = 2
 #: Compiles "explain" the excess when their seconds are at least this share of it.
 EXPLAINED_SHARE = 0.5
+#: A spike of unknown cause needs the process on the CPU for this share of the extra wall time ...
+CPU_SHARE = 0.5
+#: ... and an excess this many times the largest steady-step excursion of the process.
+HOST_NOISE_FACTOR = 2.0
 
 
 @dataclass
 class _Timing:
     step0: float
-    median: float
-    slowest: float  # the slowest baseline step
+    baseline: Sample
     metric: str  # "gpu" or "wall"
     baseline_steps: list[int]
     profiled_left_out: list[int]
+    profiled_joined: list[int]  # profiled steps in the baseline (too few unprofiled ones)
+    #: (step 0's CPU seconds above the baseline's median, its wall seconds above it); None
+    #: when a step has no cpu_s (older traces, imported ones).
+    cpu: tuple[float, float] | None = None
+
+    @property
+    def median(self) -> float:
+        return self.baseline.median
+
+    @property
+    def slowest(self) -> float:
+        return self.baseline.high
 
     @property
     def excess(self) -> float:
@@ -72,19 +103,34 @@ class _Timing:
             self.step0 >= FACTOR * self.median
             and self.excess >= FLOOR_S
             and self.step0 > self.slowest
+            and stands_out(self.step0, self.baseline)
         )
+
+    @property
+    def cpu_share(self) -> float | None:
+        if self.cpu is None or self.cpu[1] <= 0:
+            return None
+        return self.cpu[0] / self.cpu[1]
 
 
 def analyze(trace: Trace) -> list[Finding]:
     findings: list[Finding] = []
     for run in trace.subject_runs:
         index = _Index(run)
+        unjudged: dict[int, list[tuple[str, str]]] = {}
         for request in run.requests:
             if request.phase != "live":
                 continue
-            finding = _check(run, request, index)
+            found = _timing(request)
+            if isinstance(found, str):
+                unjudged.setdefault(request.pid, []).append((request.request_id, found))
+                continue
+            if found is None:
+                continue
+            finding = _check(run, request, index, *found)
             if finding is not None:
                 findings.append(finding)
+        findings.extend(_unjudged(run, pid, items) for pid, items in unjudged.items())
     return findings
 
 
@@ -103,6 +149,7 @@ class _Index:
         self.windows: dict[int, list[Event]] = {}
         for event in run.of("profile_window_start"):
             self.windows.setdefault(event.pid, []).append(event)
+        self.host_noise = _host_noise(run)
 
     def previous_step(self, step0: Step) -> Step | None:
         """The step of the same process that started last before step0."""
@@ -111,12 +158,35 @@ class _Index:
         return self.steps[step0.pid][position] if position >= 0 else None
 
 
-def _timing(request: Request) -> tuple[Step, _Timing] | None:
+def _host_noise(run: RunData) -> dict[int, tuple[float, str]]:
+    """Per process: the largest excursion of a steady step (unprofiled, not step 0) above its
+    own request's median, any phase, and which step it was. What the host's noise alone did
+    to steps that pay no first-call cost."""
+    noise: dict[int, tuple[float, str]] = {}
+    for request in run.requests:
+        steady = [s for s in request.steps if s.index != 0 and not s.profiled and s.wall_s]
+        if len(steady) < MIN_BASELINE:
+            continue
+        middle = statistics.median(float(s.wall_s or 0.0) for s in steady)
+        slowest = max(steady, key=lambda s: float(s.wall_s or 0.0))
+        excursion = float(slowest.wall_s or 0.0) - middle
+        if excursion > noise.get(request.pid, (0.0, ""))[0]:
+            noise[request.pid] = (excursion, f"{request.request_id} step {slowest.index}")
+    return noise
+
+
+def _timing(request: Request) -> tuple[Step, _Timing] | str | None:
+    """Step 0 and its baseline; a reason (str) when step 0 cannot be judged; None when the
+    request has no step 0."""
     step0 = next((s for s in request.steps if s.index == 0), None)
     if step0 is None:
         return None
     others = [s for s in request.steps if s is not step0]
     baseline = [s for s in others if not s.profiled]
+    joined: list[int] = []
+    if len(baseline) < MIN_BASELINE:
+        baseline = others
+        joined = [s.index for s in others if s.profiled]
     use_gpu = step0.gpu_s is not None and all(s.gpu_s is not None for s in baseline)
 
     def value(step: Step) -> float | None:
@@ -125,23 +195,64 @@ def _timing(request: Request) -> tuple[Step, _Timing] | None:
     t0 = value(step0)
     times = [(s.index, v) for s in baseline if (v := value(s)) is not None]
     if t0 is None or len(times) < MIN_BASELINE:
-        return None
+        unprofiled = sum(1 for s in others if not s.profiled)
+        return (
+            f"{len(others)} other step(s) ({unprofiled} unprofiled), {MIN_BASELINE} needed"
+            if others
+            else "no other step"
+        )
+    summary = sample(v for _, v in times)
+    assert summary is not None
+    cpu = None
+    cpus = [s.cpu_s for s in baseline]
+    walls = [s.wall_s for s in baseline]
+    if step0.cpu_s is not None and step0.wall_s is not None and None not in cpus + walls:
+        cpu = (
+            step0.cpu_s - statistics.median(c for c in cpus if c is not None),
+            step0.wall_s - statistics.median(w for w in walls if w is not None),
+        )
     timing = _Timing(
         step0=float(t0),
-        median=float(statistics.median(v for _, v in times)),
-        slowest=float(max(v for _, v in times)),
+        baseline=summary,
         metric="gpu" if use_gpu else "wall",
         baseline_steps=[i for i, _ in times],
-        profiled_left_out=[s.index for s in others if s.profiled],
+        profiled_left_out=[] if joined else [s.index for s in others if s.profiled],
+        profiled_joined=joined,
+        cpu=cpu,
     )
     return step0, timing
 
 
-def _check(run: RunData, request: Request, index: _Index) -> Finding | None:
-    found = _timing(request)
-    if found is None:
-        return None
-    step0, timing = found
+def _unjudged(run: RunData, pid: int, items: list[tuple[str, str]]) -> Finding:
+    """One INFO per process: live requests whose step 0 had no baseline to be judged against."""
+    ids = [rid for rid, _ in items]
+    shown = ", ".join(ids[:8]) + (f" and {len(ids) - 8} more" if len(ids) > 8 else "")
+    subject = f"request {ids[0]}" if len(ids) == 1 else f"{len(ids)} live requests ({shown})"
+    reason = items[0][1] if len({r for _, r in items}) == 1 else "too few other steps"
+    return Finding(
+        id=f"{ANALYZER}:unjudged{_id_suffix(run, pid)}",
+        analyzer=ANALYZER,
+        severity="info",
+        title=f"step 0 of {subject} could not be judged: {reason}",
+        evidence=[
+            *(f"{rid}: {why}" for rid, why in items[:20]),
+            f"a step-0 spike is measured against at least {MIN_BASELINE} other steps of the same "
+            "request (unprofiled ones first; profiled ones join when too few are left)",
+            *_tag_lines(run, pid),
+        ],
+        fix=(
+            f"Only if first-step latency matters: record requests of at least "
+            f"{MIN_BASELINE + 1} steps, with --profile new-shapes (or none) so that no steady "
+            "step is profiled."
+        ),
+        run=run.label,
+        data={"requests": ids, "reasons": dict(items)},
+    )
+
+
+def _check(
+    run: RunData, request: Request, index: _Index, step0: Step, timing: _Timing
+) -> Finding | None:
     if not timing.spike:
         return None
     rid = request.request_id
@@ -157,21 +268,29 @@ def _check(run: RunData, request: Request, index: _Index) -> Finding | None:
         if timing.profiled_left_out
         else ""
     )
+    if timing.profiled_joined:
+        joined = timing.profiled_joined
+        left_out = (
+            f"; profiled step{'s' if len(joined) > 1 else ''} {_ints(joined)} joined it (too "
+            "few unprofiled ones; the profiler only slows them, so the median is if anything "
+            "too high)"
+        )
     evidence = [
         f"live request {rid} step 0 took {_secs(timing.step0)} ({metric}) against a steady "
         f"median of {_secs(timing.median)} over steps {_ints(timing.baseline_steps)}"
         f"{left_out}: {ratio:.1f}x, {_secs(timing.excess)} more",
-        f"threshold: at least {FACTOR:g}x the median, {FLOOR_S * 1000:.0f} ms more, and "
+        f"threshold: at least {FACTOR:g}x the median, {FLOOR_S * 1000:.0f} ms more, "
+        f"{NOISE_SIGMAS:g} spreads above it (spread ±{_secs(timing.baseline.spread)}) and "
         f"slower than every steady step (the slowest: {_secs(timing.slowest)})",
     ]
     causes: list[str] = []
     location: str | None = None
-    frames = sorted({c.frame.name if c.frame else "<unknown frame>" for c in compiles})
+    frames = sorted({frame_label(run, c.frame) for c in compiles})
     share = compile_s / timing.excess if timing.excess > 0 else 1.0
     if compiles:
         if share >= EXPLAINED_SHARE:
             causes.append("compile")
-        evidence.extend(_compile_line(c) for c in compiles)
+        evidence.extend(_compile_line(run, c) for c in compiles)
         evidence.append(
             f"compiles in the step: {_secs(compile_s)} of the {_secs(timing.excess)} excess "
             f"({min(share, 9.99) * 100:.0f}%)"
@@ -201,25 +320,37 @@ def _check(run: RunData, request: Request, index: _Index) -> Finding | None:
             f"{prev.index}): the caching allocator took new memory from the driver in step 0"
         )
     cause = causes[0] if causes else "unknown"
+    noisy: list[str] = []
     if cause == "unknown":
         evidence.append(
             "no compile that explains it, no profiler and no allocator growth in step 0: the "
             "cause is not in the trace (a host-side pause, e.g. Python's garbage collector or "
             "another process, looks like this)"
         )
+        noisy = _host_doubts(timing, index.host_noise.get(request.pid))
+        evidence.extend(noisy)
     evidence.extend(_tag_lines(run, request.pid))
+    what = _cause_title(cause, compiles, compile_s, frames, growth)
+    if noisy:
+        what = "too noisy to judge (" + what + ", and the host's noise could explain it)"
     title = (
         f"Live request {rid} step 0 took {_secs(timing.step0)}, {ratio:.1f}x its steady "
-        f"{_secs(timing.median)}: {_cause_title(cause, compiles, compile_s, frames, growth)}"
+        f"{_secs(timing.median)}: {what}"
     )
     return Finding(
         id=f"{ANALYZER}:{rid}{_id_suffix(run, request.pid)}",
         analyzer=ANALYZER,
         # The profiler's own start is diag's cost, not the program's: context, not a warning.
-        severity="info" if cause == "profiler" else "warning",
+        # A spike the host's noise could explain is no verdict about the program either.
+        severity="info" if cause == "profiler" or noisy else "warning",
         title=title,
         evidence=evidence,
-        fix=_fix(cause, frames),
+        fix=_fix(cause, frames)
+        if not noisy
+        else (
+            "Nothing to fix yet: record again on a quiet host (or read several runs) to tell "
+            "a first-step cost from noise. " + _fix(cause, frames)
+        ),
         location=location,
         run=run.label,
         data={
@@ -229,6 +360,10 @@ def _check(run: RunData, request: Request, index: _Index) -> Finding | None:
             "excess_s": timing.excess,
             "metric": timing.metric,
             "baseline_steps": timing.baseline_steps,
+            "baseline_spread_s": round(timing.baseline.spread, 9),
+            "profiled_in_baseline": timing.profiled_joined,
+            "cpu_share": None if timing.cpu_share is None else round(timing.cpu_share, 3),
+            "too_noisy": bool(noisy),
             "cause": cause,
             "causes": causes,
             "compile_ids": [c.compile_id for c in compiles],
@@ -238,8 +373,34 @@ def _check(run: RunData, request: Request, index: _Index) -> Finding | None:
     )
 
 
-def _compile_line(item: Compile) -> str:
-    frame = item.frame.name if item.frame is not None else "<unknown frame>"
+def _host_doubts(timing: _Timing, noise: tuple[float, str] | None) -> list[str]:
+    """Why an unexplained spike may be the host's noise; empty when the evidence rules it out."""
+    doubts: list[str] = []
+    share = timing.cpu_share
+    if share is None:
+        doubts.append(
+            "too noisy to judge: the trace has no CPU time per step, so a descheduled process "
+            "(a loaded host) cannot be told from the program's own work"
+        )
+    elif share < CPU_SHARE:
+        cpu_excess = max(0.0, timing.cpu[0]) if timing.cpu else 0.0
+        wall_excess = timing.cpu[1] if timing.cpu else 0.0
+        doubts.append(
+            f"too noisy to judge: the process ran on the CPU for only {_secs(cpu_excess)} of "
+            f"step 0's extra {_secs(wall_excess)} wall time ({max(share, 0.0) * 100:.0f}%, "
+            f"{CPU_SHARE * 100:.0f}% needed): it waited, or the host ran something else"
+        )
+    if noise is not None and timing.excess < HOST_NOISE_FACTOR * noise[0]:
+        doubts.append(
+            f"too noisy to judge: a steady step of this process ({noise[1]}) strayed "
+            f"{_secs(noise[0])} above its request's median; step 0's {_secs(timing.excess)} is "
+            f"less than {HOST_NOISE_FACTOR:g}x that"
+        )
+    return doubts
+
+
+def _compile_line(run: RunData, item: Compile) -> str:
+    frame = frame_label(run, item.frame)
     result = "" if item.result == "ok" else f", result {item.result}"
     line = f"compile {item.compile_id} of {frame}: {_secs(item.duration_s or 0.0)}{result}"
     if item.guards:
@@ -256,7 +417,7 @@ def _compile_line(item: Compile) -> str:
 def _cross_reference(run: RunData, request: Request, compiles: list[Compile]) -> str:
     """Name the error findings that already report these compiles (the same ids they use)."""
     suffix = _id_suffix(run, request.pid)
-    names = {c.frame.name if c.frame else "<unknown frame>": c.result for c in compiles}
+    names = {frame_label(run, c.frame): c.result for c in compiles}
     ids = [
         f"live-compile:{name}:{request.request_id}{suffix}"
         if result != "recompile_limit"

@@ -2,7 +2,9 @@
 
 A window's profiler is started before the window's first step begins (at the request start, or
 at the end of the step before), so the profiler's own start-up lands in no measured step; its
-trace is exported after the last step ends. Steps inside a window are marked `profiled`.
+trace is exported after the last step ends, and at the latest when its request ends: a window
+never runs on into what follows a request (a VAE decode, a video save) nor into the next
+request's steps. Steps inside a window are marked `profiled`.
 
 Dynamo drops `record_function` inside a compiled frame, so the marker is placed around the
 compiled callable, outside the frame: `diag.region:<function>#<n>` for the n-th call in the
@@ -39,6 +41,7 @@ class ProfilerWindows:
         self._steps_left = 0
         self._seen_shapes: set[tuple[int, ...]] = set()
         self._steady_done = False
+        self._steady_window: str | None = None
         self._fallback_reported: set[tuple[str, str, int]] = set()
         self.windows = 0
 
@@ -61,6 +64,14 @@ class ProfilerWindows:
             self._seen_shapes.add(shape)
             self._start(f"{tracker.request_id}-s0-new-shape", steps=1)
 
+    def on_request_end(self, tracker: StepTracker) -> None:
+        """A window never outlives its request: what follows the last step (a VAE decode, a
+        video save, the next request's new-shape compile) is no step of the window."""
+        if self.active and self._window_steps == 0 and self._window == self._steady_window:
+            # The request ended before the steady window's first step: a later one gets it.
+            self._steady_done = False
+        self._stop()
+
     def before_step(self, tracker: StepTracker) -> bool:
         return self.active
 
@@ -76,6 +87,7 @@ class ProfilerWindows:
         if tracker.next_step == 2:
             self._steady_done = True
             self._start(f"{tracker.request_id}-s2-steady", steps=self.spec.steady)
+            self._steady_window = self._window
 
     # -- the profiler -----------------------------------------------------------------------------
 

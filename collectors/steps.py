@@ -33,6 +33,7 @@ class StepTracker:
         self.steps_done = 0
         self.region_calls: dict[str, int] = {}
         self._gpu_start: Any = None
+        self._cpu_start = 0
         self._pending_gpu: deque[tuple[str | None, int, Any, Any]] = deque()
 
     # -- position, attached to compile events ---------------------------------------------------
@@ -79,6 +80,9 @@ class StepTracker:
         if self.request_id is None:
             return
         self.session.emit("request_end", request_id=self.request_id, phase=self.phase)
+        profiler = self.session.profiler
+        if profiler is not None:
+            self.session.guarded("profiling.request_end", profiler.on_request_end, self)
         self.request_id = None
         self.request_shape = None
 
@@ -95,6 +99,7 @@ class StepTracker:
         profiler = self.session.profiler
         profiled = bool(profiler is not None and profiler.before_step(self))
         self.step_start_t = time.monotonic_ns()
+        self._cpu_start = time.process_time_ns()
         self._gpu_start = self._cuda_event()
         self.session.emit(
             "step_start",
@@ -110,6 +115,7 @@ class StepTracker:
         if self.step_index is None:
             return
         t = time.monotonic_ns()
+        cpu_s = (time.process_time_ns() - self._cpu_start) / 1e9
         gpu_end = self._cuda_event()
         profiler = self.session.profiler
         profiled = bool(profiler is not None and profiler.active)
@@ -124,6 +130,7 @@ class StepTracker:
             step=self.step_index,
             phase=self.phase,
             wall_s=(t - (self.step_start_t or t)) / 1e9,
+            cpu_s=cpu_s,
             profiled=profiled,
             **fields,
         )

@@ -34,8 +34,10 @@ def _request(
     profiled: tuple[int, ...] = (),
     reserved: list[int] | None = None,
     gpu_ms: list[float] | None = None,
+    cpu_ms: list[float] | None = None,
 ) -> list[dict[str, Any]]:
-    """Events of one request whose steps take `times_ms` (wall), back to back."""
+    """Events of one request whose steps take `times_ms` (wall), back to back; `cpu_ms` is the
+    process's CPU time in each step (as much as the wall time when left out: a quiet host)."""
     t = start_ms * MS
     events: list[dict[str, Any]] = [
         {"t": t, "ev": "request_start", "request_id": rid, "phase": phase, "shape": [2, 8, 8]}
@@ -48,6 +50,7 @@ def _request(
         t += int(ms * MS) + 2
         end: dict[str, Any] = {"t": t, "ev": "step_end", **where, "wall_s": ms / 1000}
         end["profiled"] = i in profiled
+        end["cpu_s"] = (cpu_ms[i] if cpu_ms is not None else ms) / 1000
         if reserved is not None:
             end["memory"] = {"allocated": 1, "reserved": reserved[i], "max_allocated": 1}
         events.append(end)
@@ -82,16 +85,22 @@ def test_unwarmed_shape_r1_step0_is_the_compile(record_fixture: RecordFixture) -
     text = "\n".join(finding.evidence)
     assert f"failing guard: tensor-size on {truth.source} (expected 4, actual 6)" in text
     assert f"live-compile:{truth.frame}:{truth.request_id}" in text
-    assert finding.location is not None and finding.location.endswith("fixtures/models/wan.py:78")
+    assert live[0].frame is not None and "fixtures/models/wan.py:" in live[0].frame.location
+    assert finding.location == live[0].frame.location
 
 
-def test_clean_run_has_no_finding(record_fixture: RecordFixture) -> None:
-    assert analyze(record_fixture()) == []
+def test_clean_run_has_no_warning(record_fixture: RecordFixture) -> None:
+    """A clean run stays quiet however loaded the host: a slow step 0 with no cause in the
+    trace is at most INFO "too noisy to judge" (it failed here at load 4 before)."""
+    findings = analyze(record_fixture())
+    assert [f.title for f in findings if f.severity != "info"] == []
+    assert all(f.data.get("too_noisy") for f in findings), [f.title for f in findings]
 
 
 def test_h200_recording_uses_gpu_time_and_skips_short_baselines() -> None:
     """r1 step 0 (4.8 s, a compile and the profiler) against 87 ms; r0 has only 1 unprofiled
-    other step (steps 0, 2 and 3 were profiled), too few for a baseline."""
+    other step (steps 0, 2 and 3 were profiled): its profiled steps join the baseline, and its
+    step 0 is no spike against them."""
     findings = analyze(load_trace(H200 / "record-wan-offload-unwarmed"))
     finding = _only(findings)
     assert finding.id == "step0-spike:r1"
@@ -173,3 +182,91 @@ def test_compile_too_short_to_explain(tmp_path: Path) -> None:
     assert finding.location is None
     assert "cause unknown (compiles in the step took only 9.0 ms)" in finding.title
     assert "(recompile-limit:block_forward)" in "\n".join(finding.evidence)
+
+
+def test_unknown_cause_needs_the_process_on_the_cpu(tmp_path: Path) -> None:
+    """The same 250 ms step 0 twice: when the process ran on the CPU for it (a GC pause, lazy
+    initialisation) it is a warning; when it ran for 12 ms of it (descheduled: another process
+    had the CPU, as on a loaded CI host) it is INFO, too noisy to judge, with the numbers."""
+    events = [
+        *_request("r0", 0, [250, 100, 100, 100]),
+        *_request("r1", 10_000, [250, 100, 100, 100], cpu_ms=[112, 100, 100, 100]),
+    ]
+    worked, descheduled = analyze(_write_trace(tmp_path, events))
+    assert (worked.id, worked.severity, worked.data["too_noisy"]) == (
+        "step0-spike:r0",
+        "warning",
+        False,
+    )
+    assert worked.data["cpu_share"] == 1.0
+    assert descheduled.id == "step0-spike:r1"
+    assert (descheduled.severity, descheduled.data["too_noisy"]) == ("info", True)
+    assert "too noisy to judge" in descheduled.title
+    text = "\n".join(descheduled.evidence)
+    assert "ran on the CPU for only 12 ms of step 0's extra 150 ms wall time (8%" in text
+    assert descheduled.fix.startswith("Nothing to fix yet")
+
+
+def test_unknown_cause_within_the_hosts_noise(tmp_path: Path) -> None:
+    """A steady step of another request strayed 400 ms (the host's noise, measured on steps
+    that pay no first-call cost): r1's unexplained 150 ms step 0 cannot be told from it."""
+    events = [
+        *_request("r0", 0, [100, 100, 500, 100, 100]),
+        *_request("r1", 10_000, [250, 100, 100, 100]),
+    ]
+    finding = _only(analyze(_write_trace(tmp_path, events)))
+    assert (finding.id, finding.severity) == ("step0-spike:r1", "info")
+    assert "a steady step of this process (r0 step 2) strayed 400 ms" in "\n".join(finding.evidence)
+
+
+def test_no_cpu_time_in_the_trace_is_too_noisy(tmp_path: Path) -> None:
+    """Traces without cpu_s (older recordings, imported ones): an unexplained spike is INFO."""
+    events = _request("r0", 0, [250, 100, 100, 100])
+    for event in events:
+        event.pop("cpu_s", None)
+    finding = _only(analyze(_write_trace(tmp_path, events)))
+    assert finding.severity == "info" and finding.data["cpu_share"] is None
+    assert "no CPU time per step" in "\n".join(finding.evidence)
+
+
+def test_noise_band_of_the_request(tmp_path: Path) -> None:
+    """Steady steps spread widely (median 110 ms, MAD 30 ms, so a spread of ±44 ms): a step 0
+    of 240 ms, 2.2x their median, 130 ms more and slower than each, is still within 3 spreads
+    of it: no spike. 20 ms more and it is one."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    events = _request("r0", 0, [240, 120, 60, 150, 90, 200, 100])
+    assert analyze(_write_trace(tmp_path / "a", events)) == []
+    events = _request("r0", 0, [260, 120, 60, 150, 90, 200, 100])
+    assert [f.id for f in analyze(_write_trace(tmp_path / "b", events))] == ["step0-spike:r0"]
+
+
+def test_profiled_steps_join_a_short_baseline(tmp_path: Path) -> None:
+    """The default windows profile step 0 and steps 2-3 of a 4-step request: with one
+    unprofiled step left, the profiled ones join the baseline (they can only raise it) and the
+    live compile's spike is found."""
+    frame = {"name": "block_forward", "file": "/srv/model.py", "line": 12}
+    where = {"phase": "live", "request_id": "r0", "step": 0}
+    compile_end = {"t": 10 * MS + 5, "ev": "compile_end", "compile_id": "0/1", "epoch": 0}
+    compile_end.update(where, frame=frame, result="ok", duration_s=0.8)
+    events = [*_request("r0", 10, [900, 100, 120, 110], profiled=(0, 2, 3)), compile_end]
+    finding = _only(analyze(_write_trace(tmp_path, events)))
+    assert finding.data["cause"] == "compile"
+    assert finding.data["baseline_steps"] == [1, 2, 3]
+    assert finding.data["profiled_in_baseline"] == [2, 3]
+    assert "profiled steps 2, 3 joined it" in finding.evidence[0]
+
+
+def test_a_request_too_short_to_judge_says_so(tmp_path: Path) -> None:
+    """A live request of 2 steps has one other step: no verdict, and an INFO that says so."""
+    events = [
+        *_request("r0", 0, [100, 100, 100]),
+        *_request("r3", 10_000, [900, 100]),
+    ]
+    finding = _only(analyze(_write_trace(tmp_path, events)))
+    assert finding.id == "step0-spike:unjudged"
+    assert finding.severity == "info"
+    assert finding.title == (
+        "step 0 of request r3 could not be judged: 1 other step(s) (1 unprofiled), 2 needed"
+    )
+    assert finding.data["requests"] == ["r3"]
