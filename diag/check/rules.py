@@ -22,7 +22,6 @@ from diag.check.text import (
     frame_location,
     frame_name,
     guard_line,
-    relative,
     run_suffix,
     seconds,
     trace_cwd,
@@ -31,6 +30,7 @@ from diag.check.text import (
 from diag.check.verdict import FAIL, Allowed, RuleResult, Violation
 from diag.errors import DiagError
 from diag.findings import Finding
+from diag.paths import shown_location
 from diag.run import Compile, Frame, RunData, Trace
 from diag.traceformat import BOOTSTRAP_ERRORS, STATUS_COMPLETE
 
@@ -358,6 +358,6 @@ def _finding_violation(finding: Finding, cwd: str | None) -> Violation:
     return Violation(
         finding.title + suffix,
         [*finding.evidence, f"fix: {finding.fix}"],
-        location=relative(finding.location, cwd) if finding.location else None,
+        location=shown_location(finding.location, cwd) if finding.location else None,
         key=finding.id,
     )

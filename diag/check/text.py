@@ -1,9 +1,10 @@
-"""How the check words trace facts: frame locations relative to the recording, guard lines,
+"""How the check words trace facts: frame locations (diag.paths' rule), guard lines,
 positions. Shared by the rules and the baseline comparison so they read alike."""
 
 from __future__ import annotations
 
 from diag.guards import condition_text
+from diag.paths import shown_path
 from diag.run import Compile, Frame, Guard, Trace
 
 _SITE = "site-packages/"
@@ -23,9 +24,10 @@ def relative(path: str, cwd: str | None) -> str:
 
 
 def frame_location(frame: Frame | None, cwd: str | None) -> str | None:
+    """Where a person (or a CI annotation) finds the frame: diag.paths' one rule for paths."""
     if frame is None or not frame.file:
         return None
-    file = relative(frame.file, cwd)
+    file = shown_path(frame.file, cwd)
     return f"{file}:{frame.line}" if frame.line is not None else file
 
 

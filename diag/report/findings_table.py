@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from diag.findings import SEVERITIES, Finding, sort_findings
+from diag.paths import shown_location
 from diag.report.escape import html_inline, html_text
 
 
@@ -51,7 +52,7 @@ def _short_row(finding: Finding) -> str:
 def _row(finding: Finding) -> str:
     severity = finding.severity if finding.severity in SEVERITIES else "info"
     location = (
-        f'<div class="where">at <code>{html_text(finding.location)}</code></div>'
+        f'<div class="where">at <code>{html_text(shown_location(finding.location))}</code></div>'
         if finding.location
         else ""
     )
