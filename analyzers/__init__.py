@@ -27,6 +27,8 @@ REGISTRY: dict[str, str] = {
     "kernel-routing": "kernel_routing",
     "offload-bound": "offload_bound",
     "rank-divergence": "rank_divergence",
+    "compile-failure": "failures",
+    "crash": "crashes",
 }
 
 

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from diag.guards import parse_recompile_reasons
 
+from .userframes import innermost_user_frame
+
 if TYPE_CHECKING:
     from .session import Session
 
@@ -23,12 +25,25 @@ _TRACE_LOGGER = "torch.__trace"
 _LIMIT_RE = re.compile(r"recompile[_ ]limit|cache_size_limit|cache size limit", re.IGNORECASE)
 _BREAK_AT_RE = re.compile(r"Graph break in user code at (?P<where>\S+)")
 _BREAK_REASON_RE = re.compile(r"Graph Break Reason:\s*(?P<reason>.+)")
+# A failed compile's reason is kept whole up to this many characters: torch puts the backend's
+# own exception on its second line and a ConstraintViolationError's user stack at its end.
+MAX_FAIL_REASON = 8192
 
 
 def _first_line(text: object) -> str | None:
     if not isinstance(text, str) or not text.strip():
         return None
     return text.strip().splitlines()[0][:500]
+
+
+def bounded_reason(text: object) -> str | None:
+    """A failed compile's whole reason, cut at MAX_FAIL_REASON characters (marked as cut)."""
+    if not isinstance(text, str) or not text.strip():
+        return None
+    text = text.strip()
+    if len(text) <= MAX_FAIL_REASON:
+        return text
+    return text[:MAX_FAIL_REASON] + f"\n... ({len(text) - MAX_FAIL_REASON} more characters)"
 
 
 class _Handler(logging.Handler):
@@ -54,6 +69,8 @@ class CompileCollector:
         self.started: dict[str, int] = {}  # compile id -> start time (monotonic ns)
         self.limited: set[tuple[str, str, int]] = set()
         self.compiles = 0
+        # compile id -> the `dynamo_error` traceback torch logs just before a failed compile ends.
+        self.errors: dict[str, str] = {}
 
     @classmethod
     def install(cls, session: Session) -> CompileCollector:
@@ -93,7 +110,11 @@ class CompileCollector:
         if not isinstance(artifact, dict):
             return
         name = artifact.get("name")
-        if name == "recompile_reasons":
+        if name == "dynamo_error":
+            payload = getattr(record, "payload", None)
+            if isinstance(payload, str):
+                self.errors[self._compile_id(metadata)] = payload[-65536:]
+        elif name == "recompile_reasons":
             payload = getattr(record, "payload", None)
             guards = parse_recompile_reasons(payload if isinstance(payload, str) else "")
             self.session.emit(
@@ -142,6 +163,7 @@ class CompileCollector:
             frame = self.frames.get(frame_id)
         fail_reason = _first_line(metrics.get("fail_reason"))
         fail_type = metrics.get("fail_type")
+        error = self.errors.pop(compile_id, None)
         if fail_type and _LIMIT_RE.search(str(fail_reason or "")):
             result = "recompile_limit"
         elif fail_type:
@@ -163,7 +185,10 @@ class CompileCollector:
             duration_s=duration,
             start_t=started,
             fail_type=fail_type,
-            fail_reason=fail_reason,
+            fail_reason=bounded_reason(metrics.get("fail_reason"))
+            if result == "failed"
+            else fail_reason,
+            **(self._failure(metrics, error) if result == "failed" else {}),
             cache_size=metrics.get("cache_size"),
             graph_op_count=metrics.get("graph_op_count"),
             guard_count=metrics.get("guard_count"),
@@ -171,6 +196,7 @@ class CompileCollector:
             **self._where(),
         )
         if result == "recompile_limit" and frame is not None:
+            # The limit event keeps the first line, as it always has (recompile-limit quotes it).
             self.limited.add((str(frame["name"]), str(frame["file"]), int(frame["line"] or 0)))
             self.session.emit(
                 "recompile_limit",
@@ -180,3 +206,21 @@ class CompileCollector:
                 reason=fail_reason,
                 **self._where(),
             )
+
+    def _failure(self, metrics: dict[str, Any], error: str | None) -> dict[str, Any]:
+        """What a failed compile adds: the user line torch names (`fail_user_frame_*`, set for
+        `Unsupported`), else the innermost user frame of the logged traceback (a user backend
+        that raised); and whether Dynamo was told to swallow the error and run the frame eagerly
+        (read, never set: `suppress_errors` is the program's own choice)."""
+        filename, lineno = (
+            metrics.get("fail_user_frame_filename"),
+            metrics.get("fail_user_frame_lineno"),
+        )
+        where = f"{filename}:{lineno}" if isinstance(filename, str) and filename else None
+        if where is None and error:
+            where = innermost_user_frame(error)
+        try:
+            suppressed = bool(self.session.torch._dynamo.config.suppress_errors)
+        except Exception:  # noqa: BLE001 - a config that moved must not cost the event
+            suppressed = None
+        return {"fail_user_frame": where, "suppress_errors": suppressed}

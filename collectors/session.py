@@ -131,6 +131,9 @@ class Session:
         self.profiler = self.guarded("profiling", profiling.ProfilerWindows.install, self)
         self.steps = steps.StepTracker(self)
         self.guarded("hygiene", hygiene.install, self)
+        from . import crash
+
+        self.guarded("crash", crash.install, self)
         self.guarded("adapters", install_adapters, self)
         from . import magi
         from .importhook import on_import

@@ -537,7 +537,13 @@ class _ProcessBuilder:
             step=None,
             pid=0,  # set in finish(), once the file's pid is settled
             guards=guards,
-            fail_reason=fail_reason,
+            # The whole reason (8 KiB at most), as the recorder keeps it: the backend's own
+            # exception is on its second line, a ConstraintViolationError's user stack at its end.
+            fail_reason=_whole_reason(metrics.get("fail_reason"))
+            if result == "failed"
+            else fail_reason,
+            fail_type=str(fail_type) if fail_type else None,
+            fail_user_frame=_user_frame(metrics),
         )
         self.compiles.append(item)
         self.ended.add(compile_id)
@@ -704,6 +710,20 @@ def _first_line(text: object) -> str | None:
     if not isinstance(text, str) or not text.strip():
         return None
     return text.strip().splitlines()[0][:500]
+
+
+def _whole_reason(text: object) -> str | None:
+    if not isinstance(text, str) or not text.strip():
+        return None
+    text = text.strip()
+    if len(text) <= 8192:
+        return text
+    return text[:8192] + f"\n... ({len(text) - 8192} more characters)"
+
+
+def _user_frame(metrics: dict[str, Any]) -> str | None:
+    name, line = metrics.get("fail_user_frame_filename"), metrics.get("fail_user_frame_lineno")
+    return f"{name}:{line}" if isinstance(name, str) and name and isinstance(line, int) else None
 
 
 def _text(value: object) -> str | None:

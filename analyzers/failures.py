@@ -1,0 +1,323 @@
+"""compile-failure: a compile that failed, and a frame that silently runs eagerly because of it.
+
+Why: a failed compile either kills the program (`BackendCompilerFailed`, `Unsupported` under
+`fullgraph=True`, a `ConstraintViolationError` on a dim marked dynamic) or, with
+`torch._dynamo.config.suppress_errors = True`, is swallowed: Dynamo logs one warning and runs
+that frame eagerly for the rest of the run, so the service works and is simply as slow as eager,
+with nothing else to show for it. One finding per failing frame and cause, always an error, with
+torch's whole reason, the user line it names, and the fix for the known causes. A crash that is
+this failure's exception is folded in here as evidence (the crash analyzer leaves it alone).
+
+Results `recompile_limit` are the recompile-limit analyzer's, not repeated here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from diag.findings import Finding
+from diag.run import Compile, Event, RunData, Trace
+
+from .common import id_suffix, process_lines
+
+ANALYZER = "compile-failure"
+
+_BACKEND = re.compile(r"backend='(?P<backend>[^']*)' raised:\s*\n(?P<inner>[^\n]+)")
+_DIMS = re.compile(r"Constraints violated \((?P<dims>.*?)\)!")
+_MARKED = re.compile(
+    r"You marked (?P<dim>\S+) as dynamic but your code specialized it to be a constant "
+    r"\((?P<value>[^)]*)\)"
+)
+_STACK_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<name>[^\n]+)')
+_USER_STACK = re.compile(r"(?:User stack:|from user code:)(?P<stack>.*)", re.S)
+_HINT = re.compile(r"^\s*Hint:\s*(?P<text>.+)$", re.M)
+_OOM = re.compile(r"out of memory|OutOfMemoryError|CUDA error: out of memory", re.I)
+_AUTOTUNE = re.compile(r"autotun|benchmark", re.I)
+# A crash that is a failed compile's own exception (the short type names of torch's).
+_COMPILE_CRASH_TYPES = (
+    "BackendCompilerFailed",
+    "Unsupported",
+    "ConstraintViolationError",
+    "InternalTorchDynamoError",
+    "TorchRuntimeError",
+    "UserError",
+    "FailOnRecompileLimitHit",
+    "RecompileError",
+    "OutOfMemoryError",
+)
+
+
+@dataclass(frozen=True)
+class UserLine:
+    file: str
+    line: int
+    code: str | None
+
+    @property
+    def location(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+def analyze(trace: Trace) -> list[Finding]:
+    imported = trace.manifest.get("format") == "torch-trace"
+    findings: list[Finding] = []
+    for run in trace.subject_runs:
+        groups: dict[tuple[int, str, str, str], list[Compile]] = {}
+        for item in run.compiles:
+            if item.result != "failed":
+                continue
+            frame = item.frame.name if item.frame is not None else "<unknown frame>"
+            key = (item.pid, frame, item.fail_type or "?", _headline(item.fail_reason))
+            groups.setdefault(key, []).append(item)
+        numbered: dict[tuple[int, str], int] = {}
+        for (pid, frame, _, _), items in groups.items():
+            index = numbered.get((pid, frame), 0)
+            numbered[(pid, frame)] = index + 1
+            findings.append(_finding(trace, run, frame, items, index, imported))
+    return findings
+
+
+def compile_crash(run: RunData, crash: Event) -> Compile | None:
+    """The failed compile whose exception this crash is, if any (shared with the crash
+    analyzer, which then stays quiet about it)."""
+    short = str(crash.data.get("type") or "").rsplit(".", 1)[-1]
+    if short not in _COMPILE_CRASH_TYPES:
+        return None
+    failed = [
+        c for c in run.compiles if c.pid == crash.pid and c.result == "failed" and c.t <= crash.t
+    ]
+    matching = [c for c in failed if (c.fail_type or "") == short] or failed
+    return matching[-1] if matching else None
+
+
+def _finding(
+    trace: Trace, run: RunData, frame: str, items: list[Compile], index: int, imported: bool
+) -> Finding:
+    first = items[0]
+    reason = first.fail_reason or "no reason recorded"
+    fail_type = first.fail_type or "unknown"
+    user = user_line(reason) or _located(first.fail_user_frame)
+    where = _where(first)
+    crash = _crash_of(run, first)
+    kind, cause, fix = _explain(fail_type, reason, user)
+    title = f"{frame} failed to compile: {cause}"
+    evidence = [
+        f"compile {first.compile_id} of {frame} failed at {where}: {fail_type}",
+        "reason: " + _indent(reason),
+    ]
+    if user is not None:
+        evidence.append(f"user line: {user.location}" + (f": {user.code}" if user.code else ""))
+    elif first.fail_user_frame:
+        evidence.append(f"user frame: {first.fail_user_frame}")
+    if len(items) > 1:
+        ids = ", ".join(c.compile_id for c in items[:8])
+        evidence.append(f"{len(items)} compiles of {frame} failed the same way ({ids})")
+    severity = "error"
+    eager = _eager_fallback(run, first, crash, imported)
+    if eager is not None:
+        evidence.extend(eager)
+        if first.suppress_errors:
+            kind = "eager-fallback"
+            title = f"{frame} never compiled and runs eagerly for the rest of the run ({cause})"
+            fix = (
+                f"{fix} torch._dynamo.config.suppress_errors = True hid this: set it to False "
+                "while fixing it, so the failure raises where it happens."
+            )
+    if crash is not None:
+        evidence.append(
+            f"the program died of it: uncaught {crash.data.get('type')}" + _exit_text(trace, run)
+        )
+    evidence.extend(process_lines(run, first.pid))
+    location = user.location if user is not None else first.fail_user_frame
+    if location is None and first.frame is not None:
+        location = first.frame.location
+    return Finding(
+        id=f"{ANALYZER}:{kind}:{frame}"
+        + (f":{index + 1}" if index else "")
+        + id_suffix(run, first.pid),
+        analyzer=ANALYZER,
+        severity=severity,
+        title=title,
+        evidence=evidence,
+        fix=fix,
+        location=location,
+        run=run.label,
+        data={
+            "frame": frame,
+            "kind": kind,
+            "fail_type": fail_type,
+            "fail_reason": reason,
+            "compile_ids": [c.compile_id for c in items],
+            "user_line": user.location if user is not None else first.fail_user_frame,
+            "suppress_errors": first.suppress_errors,
+            "crashed": crash is not None,
+            "phase": first.phase,
+            "request_id": first.request_id,
+            "step": first.step,
+        },
+    )
+
+
+def _explain(fail_type: str, reason: str, user: UserLine | None) -> tuple[str, str, str]:
+    """(kind, cause, fix) for the known causes; the cause completes "F failed to compile: "."""
+    at = f" at {user.location}" if user is not None else ""
+    if _OOM.search(reason) or fail_type == "OutOfMemoryError":
+        during = "autotuning" if _AUTOTUNE.search(reason) else "compiling"
+        return (
+            "oom",
+            f"out of GPU memory while {during}",
+            "Compiling (and autotuning, which benchmarks candidate kernels with buffers of its "
+            "own) needs memory beyond the steady state: compile it during warmup before caches "
+            "and pools fill, leave headroom (a smaller warmup batch, weights offloaded while "
+            "compiling), or compile that region without max-autotune (mode='default').",
+        )
+    if fail_type == "BackendCompilerFailed":
+        match = _BACKEND.search(reason)
+        backend = match.group("backend") if match else "the backend"
+        inner = match.group("inner").strip() if match else _headline(reason)
+        return (
+            "backend",
+            f"backend {backend!r} raised {inner}",
+            f"The backend ({backend}) raised while compiling{at}: fix the backend or the "
+            "op it rejects (the whole reason is above; TORCHDYNAMO_VERBOSE=1 prints the backend's "
+            "stack), or compile this frame with another backend (backend='aot_eager' tells a "
+            "backend bug from a tracing one).",
+        )
+    if fail_type == "ConstraintViolationError":
+        dims = _marked_dims(reason)
+        named = ", ".join(d for d, _ in dims) or "a dim"
+        values = ", ".join(v for _, v in dims if v)
+        return (
+            "constraint",
+            f"{named} was marked dynamic, but the code"
+            + (f" at {user.location}" if user is not None else "")
+            + " specialises it"
+            + (f" to {values}" if values else ""),
+            f"The dim marked dynamic (torch._dynamo.mark_dynamic) is turned into a constant{at}: "
+            "let the size arrive as the tensor's own dimension (x.shape[i]) instead of reading "
+            "it from Python state (self.xxx), int() or .item(); or, if it really is fixed, drop "
+            "mark_dynamic for it (maybe_mark_dynamic does not fail).",
+        )
+    if fail_type == "Unsupported":
+        hints = [m.group("text").strip() for m in _HINT.finditer(reason)]
+        return (
+            "unsupported",
+            f"Dynamo cannot trace it ({_headline(reason)}){at}",
+            f"Dynamo could not trace the code{at} and could not split the graph there "
+            "(fullgraph=True makes every graph break an error): rewrite that line so Dynamo "
+            "can trace it, move it out of the compiled region, or drop fullgraph=True to let "
+            "Dynamo break the graph (graph-breaks then reports the break)."
+            + (f" torch's hint: {hints[0]}" if hints else ""),
+        )
+    return (
+        "failed",
+        f"{fail_type}: {_headline(reason)}",
+        f"Read torch's reason above{at}; TORCHDYNAMO_VERBOSE=1 prints the internal stack, and "
+        "backend='aot_eager' tells a tracing problem from a backend one.",
+    )
+
+
+def _eager_fallback(
+    run: RunData, item: Compile, crash: Event | None, imported: bool
+) -> list[str] | None:
+    """Evidence that the frame ran eagerly after the failure, or None if the program did not go
+    on (it died of the exception, or suppress_errors was off)."""
+    frame = item.frame.name if item.frame is not None else "the frame"
+    if crash is not None or item.suppress_errors is False:
+        return None
+    if item.suppress_errors is None:
+        if not imported:
+            return None
+        return [
+            "a TORCH_TRACE log does not say whether the error reached the program or was "
+            f"suppressed (torch._dynamo.config.suppress_errors), in which case {frame} ran "
+            "eagerly from then on"
+        ]
+    after = [s for s in run.steps if s.pid == item.pid and s.start_t >= item.t]
+    lines = [
+        f"suppress_errors was on: Dynamo swallowed the error and skips {frame} from then on, "
+        "running every later call eagerly with no further compile or message",
+        "diag cannot count the eager calls (a skipped frame leaves no trace of its calls)",
+    ]
+    if after:
+        requests = sorted({s.request_id for s in after})
+        lines.append(
+            f"{len(after)} step(s) of {len(requests)} request(s) ran after the failure "
+            f"({', '.join(requests[:6])}); every call of {frame} in them ran eagerly"
+        )
+    elif run.steps:
+        lines.append("no step ran after the failure")
+    else:
+        lines.append("no steps were identified, so diag cannot say how much of the run it cost")
+    return lines
+
+
+def _crash_of(run: RunData, item: Compile) -> Event | None:
+    for crash in run.of("crash"):
+        if crash.pid == item.pid and compile_crash(run, crash) is item:
+            return crash
+    return None
+
+
+def user_line(reason: str) -> UserLine | None:
+    """The innermost frame of the user stack torch appends to a reason ("User stack:" of a
+    ConstraintViolationError, "from user code:" of an Unsupported), with its source line."""
+    section = _USER_STACK.search(reason)
+    if section is None:
+        return None
+    frames = list(_STACK_FRAME.finditer(section.group("stack")))
+    if not frames:
+        return None
+    last = frames[-1]
+    rest = section.group("stack")[last.end() :].lstrip("\n").splitlines()
+    code = rest[0].strip() if rest and rest[0].strip() else None
+    return UserLine(last.group("file"), int(last.group("line")), code)
+
+
+def _located(where: str | None) -> UserLine | None:
+    if not where or ":" not in where:
+        return None
+    file, _, line = where.rpartition(":")
+    return UserLine(file, int(line), None) if line.isdigit() else None
+
+
+def _marked_dims(reason: str) -> list[tuple[str, str | None]]:
+    marked = [(m.group("dim"), m.group("value")) for m in _MARKED.finditer(reason)]
+    if marked:
+        return marked
+    header = _DIMS.search(reason)
+    if header is None:
+        return []
+    return [(d.strip(), None) for d in header.group("dims").split(", ") if d.strip()]
+
+
+def _headline(reason: str | None) -> str:
+    if not reason or not reason.strip():
+        return "no reason recorded"
+    return reason.strip().splitlines()[0][:300]
+
+
+def _indent(reason: str) -> str:
+    lines = reason.strip().splitlines()
+    shown = "\n          ".join(line.rstrip() for line in lines[:40])
+    return shown + ("\n          ..." if len(lines) > 40 else "")
+
+
+def _where(item: Compile) -> str:
+    if item.phase == "unknown":
+        return "a point the trace has no step information for"
+    if item.request_id is None:
+        return f"{item.phase}, outside a request"
+    return f"{item.phase} {item.request_id}" + (
+        f" step {item.step}" if item.step is not None else ""
+    )
+
+
+def _exit_text(trace: Trace, run: RunData) -> str:
+    for entry in trace.manifest.get("runs") or []:
+        if isinstance(entry, dict) and entry.get("label") == run.label:
+            code = entry.get("exit_code")
+            if isinstance(code, int):
+                return f" (the process exited with code {code})"
+    return ""

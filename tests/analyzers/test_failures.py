@@ -1,0 +1,269 @@
+"""compile-failure and crash on hand-written traces, a third-party TORCH_TRACE log, and the crash
+collector's `describe` on real exceptions raised in this process.
+
+Hand-written events stand in for what a CPU run cannot produce: the CUDA-graphs overwritten
+output (it needs `mode="reduce-overhead"` on a GPU), a collective that fails, and a compile that
+runs out of GPU memory. Each is written the way collectors/crash.py and collectors/compiles.py
+write them (docs/FORMAT.md); the real programs are in tests/integration/test_record_failures.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from diag.analyzers import REGISTRY, get_analyzer
+from diag.analyzers.failures import user_line
+from diag.collectors.crash import MAX_MESSAGE, describe
+from diag.findings import Finding
+from diag.run import Trace
+from diag.torchtrace import load_torch_trace
+
+from .support import write_trace
+
+TLPARSE = Path(__file__).resolve().parents[1] / "data" / "third_party" / "tlparse"
+FRAME = {"name": "forward", "file": "/srv/model.py", "line": 40}
+CUDAGRAPH_MESSAGE = (
+    "Error: accessing tensor output of CUDAGraphs that has been overwritten by a subsequent run. "
+    'Stack trace: File "/srv/pipeline.py", line 88, in __call__. To prevent overwriting, clone '
+    "the tensor outside of torch.compile() or call torch.compiler.cudagraph_mark_step_begin() "
+    "before each model invocation."
+)
+
+
+def _findings(trace: Trace) -> list[Finding]:
+    return get_analyzer("compile-failure")(trace) + get_analyzer("crash")(trace)
+
+
+def _crash(**fields: Any) -> dict[str, Any]:
+    event: dict[str, Any] = {
+        "t": 50,
+        "ev": "crash",
+        "seen_by": "sys.excepthook",
+        "compiling": [],
+        "type": "RuntimeError",
+        "message": "boom",
+        "thread": None,
+        "user_frame": {"file": "/srv/pipeline.py", "line": 88, "name": "__call__"},
+        "user_stack": [
+            {"file": "/srv/serve.py", "line": 12, "name": "<module>"},
+            {"file": "/srv/pipeline.py", "line": 88, "name": "__call__"},
+        ],
+        "frames": [],
+        "inside": [],
+        "cause": None,
+        "phase": "live",
+        "request_id": "r0",
+        "step": 1,
+    }
+    event.update(fields)
+    return event
+
+
+def _steps(rid: str, t0: int, count: int) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = [
+        {"t": t0, "ev": "request_start", "request_id": rid, "phase": "live"}
+    ]
+    for i in range(count):
+        where = {"request_id": rid, "step": i, "phase": "live"}
+        events.append({"t": t0 + 10 * i + 1, "ev": "step_start", **where, "profiled": False})
+        events.append({"t": t0 + 10 * i + 9, "ev": "step_end", **where, "wall_s": 0.009})
+    return events
+
+
+def _failed(**fields: Any) -> dict[str, Any]:
+    event: dict[str, Any] = {
+        "t": 20,
+        "ev": "compile_end",
+        "compile_id": "0/0",
+        "epoch": 0,
+        "frame": FRAME,
+        "result": "failed",
+        "duration_s": 0.1,
+        "fail_type": "BackendCompilerFailed",
+        "fail_reason": "backend='inductor' raised:\nRuntimeError: boom",
+        "fail_user_frame": None,
+        "suppress_errors": False,
+        "phase": "live",
+        "request_id": "r0",
+        "step": 0,
+    }
+    event.update(fields)
+    return event
+
+
+def test_registered() -> None:
+    assert REGISTRY["compile-failure"] == "failures"
+    assert REGISTRY["crash"] == "crashes"
+
+
+def test_cudagraph_overwritten_output_gets_its_fix(tmp_path: Path) -> None:
+    """Input a CPU run cannot produce: the crash event h8's H200 run of a reduce-overhead
+    diffusers pipeline gives, written by hand as collectors/crash.py writes it."""
+    trace = write_trace(
+        tmp_path,
+        [*_steps("r0", 10, 2), _crash(message=CUDAGRAPH_MESSAGE, inside=["cudagraph"])],
+    )
+    [finding] = _findings(trace)
+    assert finding.analyzer == "crash" and finding.severity == "error"
+    assert "CUDA-graph output" in finding.title and "overwritten" in finding.title
+    assert "torch.compiler.cudagraph_mark_step_begin()" in finding.fix
+    assert ".clone()" in finding.fix
+    assert finding.location == "/srv/pipeline.py:88"
+    assert "where the run was: live r0 step 1" in finding.evidence
+    assert finding.id == "crash:cudagraph-overwritten:RuntimeError"
+
+
+def test_crash_inside_a_collective(tmp_path: Path) -> None:
+    """Input a CPU run cannot produce here: an NCCL failure (needs several GPUs)."""
+    message = "NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled cuda error, NCCL version 2.21"
+    trace = write_trace(
+        tmp_path,
+        [_crash(type="torch.distributed.DistBackendError", message=message, inside=["collective"])],
+    )
+    [finding] = _findings(trace)
+    assert finding.title.startswith("The program crashed inside a collective: DistBackendError")
+    assert "same collectives in the same order" in finding.fix
+    assert "raised inside: a collective (torch.distributed)" in finding.evidence
+
+
+def test_crash_inside_compiled_code(tmp_path: Path) -> None:
+    trace = write_trace(tmp_path, [_crash(type="IndexError", inside=["compiled_code"])])
+    [finding] = _findings(trace)
+    assert "inside compiled code" in finding.title
+    assert "force_eager" in finding.fix
+
+
+def test_thread_crash_is_a_warning_and_interrupt_is_info(tmp_path: Path) -> None:
+    trace = write_trace(
+        tmp_path,
+        [
+            _crash(thread="prefetch", type="OSError"),
+            _crash(t=60, type="KeyboardInterrupt", message=""),
+        ],
+    )
+    by_kind = {f.data["kind"]: f for f in _findings(trace)}
+    assert by_kind["thread"].severity == "warning"
+    assert "Thread 'prefetch' died" in by_kind["thread"].title
+    assert by_kind["interrupted"].severity == "info"
+
+
+def test_compile_oom_while_autotuning(tmp_path: Path) -> None:
+    """Input a CPU run cannot produce: inductor running out of GPU memory while autotuning."""
+    reason = (
+        "backend='inductor' raised:\ntorch.OutOfMemoryError: CUDA out of memory. Tried to "
+        "allocate 2.00 GiB. GPU 0 has a total capacity of 139.81 GiB\n\nWhile executing "
+        "benchmark for choice triton_mm_12 (autotuning)"
+    )
+    trace = write_trace(tmp_path, [_failed(fail_reason=reason)])
+    [finding] = _findings(trace)
+    assert finding.title == "forward failed to compile: out of GPU memory while autotuning"
+    assert finding.severity == "error"
+    assert "CUDA out of memory. Tried to allocate 2.00 GiB" in "\n".join(finding.evidence)
+
+
+def test_whole_backend_reason_and_the_crash_it_caused_are_one_finding(tmp_path: Path) -> None:
+    trace = write_trace(
+        tmp_path,
+        [
+            _failed(),
+            _crash(type="torch._dynamo.exc.BackendCompilerFailed", inside=["compiling"]),
+        ],
+    )
+    [finding] = _findings(trace)
+    assert (
+        finding.title == "forward failed to compile: backend 'inductor' raised RuntimeError: boom"
+    )
+    assert any("RuntimeError: boom" in line for line in finding.evidence)
+    assert any("the program died of it" in line for line in finding.evidence)
+
+
+def test_suppressed_failure_counts_the_steps_after_it(tmp_path: Path) -> None:
+    trace = write_trace(tmp_path, [_failed(suppress_errors=True, t=5), *_steps("r0", 10, 3)])
+    [finding] = _findings(trace)
+    assert finding.id == "compile-failure:eager-fallback:forward"
+    assert "runs eagerly for the rest of the run" in finding.title
+    assert "diag cannot count the eager calls" in " ".join(finding.evidence)
+    assert any(line.startswith("3 step(s) of 1 request(s) ran after") for line in finding.evidence)
+    assert "suppress_errors = True hid this" in finding.fix
+
+
+def test_recompile_limit_results_are_left_to_their_analyzer(tmp_path: Path) -> None:
+    trace = write_trace(
+        tmp_path,
+        [_failed(result="recompile_limit", fail_type="RecompileLimitExceeded")],
+    )
+    assert _findings(trace) == []
+
+
+def test_user_line_from_torch_reasons() -> None:
+    constraint = (
+        "Constraints violated (L['x'].size()[1])!\n  - You marked L['x'].size()[1] as dynamic "
+        "but your code specialized it to be a constant (16).\n\nUser stack:\n"
+        '  File "/srv/serve.py", line 3, in <module>\n    main()\n'
+        '  File "/srv/model.py", line 44, in forward\n'
+        "    return h.reshape(x.shape[0], self.tokens, 8)\n           ^^^^^^\n"
+    )
+    line = user_line(constraint)
+    assert line is not None
+    assert (line.location, line.code) == (
+        "/srv/model.py:44",
+        "return h.reshape(x.shape[0], self.tokens, 8)",
+    )
+    assert user_line("backend='x' raised:\nRuntimeError: y") is None
+
+
+def test_tlparse_backend_failure_log_keeps_the_whole_reason() -> None:
+    """pytorch/tlparse tests/inputs/comp_failure.log (BSD-3, tests/data/third_party/README.md):
+    its failure used to print "No findings" with only "backend='broken_backend' raised:"."""
+    trace = load_torch_trace(TLPARSE / "comp_failure.log.gz")
+    [failed] = (
+        [c for c in trace.compiled.compiles if c.result == "failed"] if trace.compiled else []
+    )
+    assert failed.fail_type == "BackendCompilerFailed"
+    assert failed.fail_reason == "backend='broken_backend' raised:\nRuntimeError: broken backend"
+    [finding] = _findings(trace)
+    assert finding.title == (
+        "fn failed to compile: backend 'broken_backend' raised RuntimeError: broken backend"
+    )
+    assert any("does not say whether the error reached the program" in e for e in finding.evidence)
+
+
+# -- the crash collector's judgement, on real exceptions --------------------------------------
+
+
+def _raise_in_compiled_code() -> BaseException:
+    def gather(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        return torch.index_select(x, 0, index) * 2
+
+    compiled = torch.compile(gather, backend="aot_eager")
+    try:
+        compiled(torch.randn(4), torch.tensor([7]))
+    except (IndexError, RuntimeError) as exc:
+        return exc
+    pytest.fail("an out-of-range index did not raise")
+
+
+def test_describe_sees_compiled_code_and_the_user_line() -> None:
+    fields = describe(_raise_in_compiled_code(), None)
+    assert "compiled_code" in fields["inside"]
+    assert fields["user_frame"]["file"] == __file__
+    assert fields["user_frame"]["name"] == "gather"
+
+
+def test_describe_bounds_the_message_and_names_the_cause() -> None:
+    try:
+        try:
+            raise KeyError("inner")
+        except KeyError as inner:
+            raise ValueError("x" * (MAX_MESSAGE * 2)) from inner
+    except ValueError as exc:
+        fields = describe(exc, "worker")
+    assert len(fields["message"]) < MAX_MESSAGE + 100
+    assert fields["cause"]["type"] == "KeyError"
+    assert fields["thread"] == "worker"
+    assert fields["inside"] == []
+    assert fields["user_frame"]["name"] == "test_describe_bounds_the_message_and_names_the_cause"

@@ -1,0 +1,195 @@
+"""Programs whose compile fails, that fall back to eager, or that crash, recorded with
+`diag record` in real subprocesses (torch 2.13 CPU, aot_eager or a backend that raises): each
+gets its finding from compile-failure or crash, the program's output and exit code unchanged,
+and a clean program gets none of them."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from diag.analyzers import get_analyzer
+from diag.findings import Finding
+from diag.run import load_trace
+
+from .support import PYTHON, diag_record, events, of
+
+BACKEND_FAILS = """
+import torch
+import diag.api as diag
+
+def broken_backend(gm, example_inputs):
+    raise RuntimeError("broken backend")
+
+{config}
+
+def denoise(x):
+    return torch.sin(x) * 2 + 1
+
+step = torch.compile(denoise, backend=broken_backend)
+x = torch.randn(8)
+with diag.request("r0", shape=[8]):
+    for i in range(4):
+        with diag.step():
+            x = step(x)
+print("done", x.shape[0])
+"""
+
+CONSTRAINT = """
+import torch
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.tokens = 16
+        self.proj = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.proj(x)
+        return h.reshape(x.shape[0], self.tokens, 8).sum(1)
+
+block = torch.compile(Block(), backend="aot_eager")
+x = torch.randn(2, 16, 8)
+torch._dynamo.mark_dynamic(x, 1)
+print(block(x).shape)
+"""
+
+CRASHES = """
+import torch
+import diag.api as diag
+
+def load_latents(shape):
+    raise ValueError(f"no latents cached for shape {shape}")
+
+step = torch.compile(lambda x: x * 2, backend="aot_eager")
+with diag.request("r0", shape=[4]):
+    for i in range(3):
+        with diag.step():
+            x = step(torch.ones(4))
+            if i == 1:
+                load_latents([4, 4])
+"""
+
+OWN_HOOKS = """
+import sys, threading
+import torch
+
+def prefetch():
+    raise OSError("weights file went away")
+
+worker = threading.Thread(target=prefetch, name="prefetch")
+worker.start()
+worker.join()
+
+def my_hook(kind, value, tb):
+    print("my hook:", kind.__name__, value, file=sys.stderr)
+
+sys.excepthook = my_hook
+torch.ones(2).sum()
+raise LookupError("no such request")
+"""
+
+CLEAN = """
+import torch
+import diag.api as diag
+
+step = torch.compile(lambda x: torch.cos(x) + 1, backend="aot_eager")
+with diag.phase("warmup"):
+    with diag.request("w0", shape=[4]):
+        with diag.step():
+            step(torch.ones(4))
+with diag.request("r0", shape=[4]):
+    for i in range(2):
+        with diag.step():
+            step(torch.ones(4))
+print("ok")
+"""
+
+
+def _record(tmp_path: Path, body: str) -> tuple[int, str, str, list[Finding], Path]:
+    app = tmp_path / "app.py"
+    app.write_text(textwrap.dedent(body))
+    trace_dir = tmp_path / "t"
+    proc = diag_record(trace_dir, PYTHON, str(app))
+    trace = load_trace(trace_dir)
+    found = get_analyzer("compile-failure")(trace) + get_analyzer("crash")(trace)
+    return proc.returncode, proc.stdout, proc.stderr, found, app
+
+
+def test_backend_that_raises(tmp_path: Path) -> None:
+    code, _, stderr, found, app = _record(tmp_path, BACKEND_FAILS.format(config=""))
+    assert code == 1
+    assert "BackendCompilerFailed" in stderr and "RuntimeError: broken backend" in stderr
+    [finding] = found  # the crash is this failure's exception: one finding, not two
+    assert finding.analyzer == "compile-failure" and finding.severity == "error"
+    assert finding.title == (
+        "denoise failed to compile: backend 'broken_backend' raised RuntimeError: broken backend"
+    )
+    assert any("RuntimeError: broken backend" in line for line in finding.evidence)
+    assert finding.location == f"{app}:6"  # the user backend's raise
+    assert any(line.startswith("the program died of it") for line in finding.evidence)
+
+
+def test_suppress_errors_runs_the_frame_eagerly(tmp_path: Path) -> None:
+    body = BACKEND_FAILS.format(config="torch._dynamo.config.suppress_errors = True")
+    code, stdout, _, found, _ = _record(tmp_path, body)
+    assert code == 0 and stdout == "done 8\n"
+    [finding] = found
+    assert finding.id == "compile-failure:eager-fallback:denoise"
+    assert finding.title.startswith("denoise never compiled and runs eagerly for the rest")
+    assert "RuntimeError: broken backend" in finding.title
+    assert "diag cannot count the eager calls" in " ".join(finding.evidence)
+    # The failure came at step 0: steps 1-3 ran with the frame eager (step 0's own call too).
+    assert any(line.startswith("3 step(s) of 1 request(s)") for line in finding.evidence)
+
+
+def test_constraint_violation_names_the_dim_and_the_line(tmp_path: Path) -> None:
+    code, _, stderr, found, app = _record(tmp_path, CONSTRAINT)
+    assert code == 1 and "ConstraintViolationError" in stderr
+    [finding] = found
+    assert finding.title == (
+        f"forward failed to compile: L['x'].size()[1] was marked dynamic, but the code at "
+        f"{app}:12 specialises it to 16"
+    )
+    assert finding.location == f"{app}:12"
+    assert any("self.tokens" in line for line in finding.evidence)
+    assert "self.xxx" in finding.fix and ".item()" in finding.fix
+
+
+def test_uncaught_exception_is_a_crash_with_the_user_frame(tmp_path: Path) -> None:
+    code, _, stderr, found, app = _record(tmp_path, CRASHES)
+    assert code == 1
+    assert "Traceback" in stderr and "ValueError: no latents cached" in stderr
+    [finding] = found
+    assert finding.analyzer == "crash" and finding.severity == "error"
+    assert finding.title == (
+        f"The program crashed: ValueError: no latents cached for shape [4, 4] at {app}:6"
+    )
+    assert finding.location == f"{app}:6"
+    assert "where the run was: live r0 step 1 (the last step started before it)" in (
+        finding.evidence
+    )
+    assert f"user stack (outermost first): {app}:14 in <module> -> {app}:6 in load_latents" in (
+        finding.evidence
+    )
+
+
+def test_programs_own_hooks_still_run_and_both_crashes_are_seen(tmp_path: Path) -> None:
+    code, _, stderr, found, app = _record(tmp_path, OWN_HOOKS)
+    assert code == 1
+    assert "my hook: LookupError no such request" in stderr
+    assert "OSError: weights file went away" in stderr  # threading's default hook ran
+    crashes = of("crash", events(tmp_path / "t"))
+    assert [c["seen_by"] for c in crashes] == ["threading.excepthook", "sys.last_value"]
+    by_kind = {f.data["kind"]: f for f in found}
+    assert by_kind["thread"].severity == "warning"
+    assert by_kind["thread"].location == f"{app}:6"
+    assert by_kind["uncaught"].title.startswith("The program crashed: LookupError")
+    assert any("replaced sys.excepthook" in line for line in by_kind["uncaught"].evidence)
+
+
+def test_clean_program_has_none_of_these_findings(tmp_path: Path) -> None:
+    code, stdout, _, found, _ = _record(tmp_path, CLEAN)
+    assert (code, stdout) == (0, "ok\n")
+    assert found == []
+    assert of("crash", events(tmp_path / "t")) == []
