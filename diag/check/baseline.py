@@ -5,12 +5,15 @@ failing guard's kind and source expression (not its text, whose numbers change w
 shape), cache entries per frame, and steady-state step time by medians: live steps other than
 each request's step 0 (which pays first-call costs) and profiled steps (which pay the
 profiler's), GPU time when both recordings have it for every such step, else host wall time.
+Steps are compared per request shape (a larger shape is slower by right; shapes only one side
+served are left out) with diag.stats.compare: the tolerance is the least noise band, widened
+when a side's steps spread more, and a side that spreads more than ±25% around its median (a
+recording made during a load spike) is not judged at all: the rule is skipped and says why.
 """
 
 from __future__ import annotations
 
 import re
-import statistics
 from dataclasses import dataclass, field
 
 from diag.check.allowlist import Allowlist, Subject, compiles_subject, guard_texts
@@ -18,6 +21,7 @@ from diag.check.policy import Policy
 from diag.check.text import frame_key, frame_location, guard_text, trace_cwd, where
 from diag.check.verdict import FAIL, SKIP, Allowed, RuleResult, Violation
 from diag.run import Compile, Guard, RunData, Step, Trace
+from diag.stats import SLOWER, Comparison, compare
 
 _NUMBER = re.compile(r"\d+")
 
@@ -178,29 +182,99 @@ def _step_time(current: _Side, base: _Side, tolerance: float) -> RuleResult:
         )
         return result
     metric = "gpu_s" if all(_number(s.gpu_s) for s in now + before) else "wall_s"
-    median_now = statistics.median(_time(s, metric) for s in now)
-    median_before = statistics.median(_time(s, metric) for s in before)
-    change = (median_now - median_before) / median_before if median_before > 0 else 0.0
     label = "GPU time" if metric == "gpu_s" else "host wall time"
+    groups = _by_shape(current.run, now, base.run, before)
+    compared = [
+        (
+            shape,
+            compare(
+                [_time(s, metric) for s in ours],
+                [_time(s, metric) for s in theirs],
+                min_band=tolerance,
+                labels=("now", "baseline"),
+            ),
+        )
+        for shape, ours, theirs in groups
+    ]
+    judged = [(shape, c) for shape, c in compared if c.judged]
+    noisy = [(shape, c) for shape, c in compared if not c.judged]
+    if not judged:
+        shape, first = noisy[0]
+        result.status = SKIP
+        result.summary = (
+            f"too noisy to judge: {first.reason}{_for_shape(shape, len(compared))}; "
+            f"{_medians(first, label)}"
+        )
+        return result
+    shape, worst = max(judged, key=lambda item: item[1].ratio or 0.0)
+    change = (worst.ratio or 1.0) - 1.0
     result.summary = (
-        f"median {label} {median_now * 1000:.2f} ms vs {median_before * 1000:.2f} ms "
-        f"({change:+.1%}, tolerance +{tolerance:.0%})"
+        f"{_medians(worst, label)} ({change:+.1%}, tolerance +{tolerance:.0%}"
+        + (f", noise band +{worst.band:.0%}" if worst.band > tolerance else "")
+        + ")"
+        + _for_shape(shape, len(compared))
+        + (
+            f"; not judged (too noisy): {', '.join(_shape_name(s) for s, _ in noisy)}"
+            if noisy
+            else ""
+        )
     )
-    if change > tolerance:
+    if worst.verdict == SLOWER:
+        assert worst.current is not None and worst.reference is not None
         result.violations.append(
             Violation(
                 f"steady-state steps are {change:.1%} slower than the baseline "
                 f"(tolerance {tolerance:.0%})",
                 [
-                    f"median {label} of {len(now)} steady live step(s): {median_now * 1000:.2f} ms",
-                    f"baseline: {median_before * 1000:.2f} ms over {len(before)} step(s)",
-                    "steady: live steps other than each request's step 0, not profiled",
+                    f"{label} of steady live steps{_for_shape(shape, len(compared))}: "
+                    f"{worst.current.describe()}",
+                    f"baseline: {worst.reference.describe()}",
+                    "steady: live steps other than each request's step 0, not profiled; "
+                    f"slower means past the larger of the tolerance and 3 spreads "
+                    f"(+{worst.band:.0%} here)",
                 ],
                 key="baseline-step-time",
             )
         )
         result.status = FAIL
     return result
+
+
+def _medians(comparison: Comparison, label: str) -> str:
+    now, before = comparison.current, comparison.reference
+    return (
+        f"median {label} {now.median * 1000 if now else 0.0:.2f} ms vs "
+        f"{before.median * 1000 if before else 0.0:.2f} ms"
+    )
+
+
+def _shape_name(shape: tuple[int, ...] | None) -> str:
+    return "x".join(str(d) for d in shape) if shape else "unknown shape"
+
+
+def _for_shape(shape: tuple[int, ...] | None, groups: int) -> str:
+    return f" (shape {_shape_name(shape)}, of {groups} compared)" if groups > 1 else ""
+
+
+def _by_shape(
+    run: RunData | None, now: list[Step], base_run: RunData | None, before: list[Step]
+) -> list[tuple[tuple[int, ...] | None, list[Step], list[Step]]]:
+    """Steady steps of both sides per request shape; one group of all when they share none."""
+
+    def shapes(side: RunData | None, steps: list[Step]) -> dict[tuple[int, ...] | None, list[Step]]:
+        of_request = {r.request_id: r.shape for r in side.requests} if side else {}
+        grouped: dict[tuple[int, ...] | None, list[Step]] = {}
+        for step in steps:
+            shape = step.shape or of_request.get(step.request_id)
+            key = tuple(int(d) for d in shape) if shape else None
+            grouped.setdefault(key, []).append(step)
+        return grouped
+
+    ours, theirs = shapes(run, now), shapes(base_run, before)
+    common = [k for k in ours if k in theirs]
+    if not common:
+        return [(None, now, before)]
+    return [(k, ours[k], theirs[k]) for k in sorted(common, key=_shape_name)]
 
 
 def _steady(run: RunData | None) -> list[Step]:
