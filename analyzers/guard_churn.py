@@ -144,7 +144,15 @@ def _finding(run: RunData, group: _Group, cwd: str | None, limit: Compile | None
         evidence.append(f"{frame} did not reach the recompile limit in this run{held}")
     evidence.append(f"newest failing guard: {_guard_text(newest)}")
     location, read_line = _location(newest, group, cwd)
-    if location is not None:
+    called_from = group.frame.called_from if group.frame is not None else None
+    if location is not None and not read_line and called_from:
+        # torch's own wrapper frame: point at the user's call into it, not into torch.
+        evidence.append(
+            f"no user line recorded for this guard; the compiled frame is torch's own "
+            f"({location}), entered from {called_from}"
+        )
+        location = called_from
+    elif location is not None:
         evidence.append(
             f"the compiled code reads `{group.source}` at {location}"
             if read_line
@@ -187,6 +195,13 @@ def _finding(run: RunData, group: _Group, cwd: str | None, limit: Compile | None
     )
 
 
+def _torch_wrapper(frame: Frame | None) -> bool:
+    """The compiled frame is wrap_inline's `inner`, which torch.compile shares between callables."""
+    if frame is None:
+        return False
+    return bool(frame.called_from) or (frame.file or "").endswith("_dynamo/external_utils.py")
+
+
 def _fix(group: _Group, per_call: bool) -> str:
     source = group.source
     kind = group.kind
@@ -208,6 +223,15 @@ def _fix(group: _Group, per_call: bool) -> str:
         return (
             f"Pass the value of {source} as an explicit input (a tensor if it changes every "
             "step) or resolve it before the graph, so the compiled frame does not branch on it."
+        )
+    if kind == "object-identity" and _torch_wrapper(group.frame):
+        return (
+            f"torch.compile ran these callables through its own wrapper frame (wrap_inline's "
+            f"`inner`: a builtin or torch function, code without a source file, or "
+            f"config.wrap_top_frame), so every function compiled that way shares one code "
+            f"cache and each new {source} is an object-identity recompile. Compile the "
+            "function of yours that calls them, or define a Python function of your own "
+            "around each before torch.compile so each gets its own frame."
         )
     if kind == "object-identity":
         return (

@@ -492,9 +492,12 @@ class _ProcessBuilder:
                 self.versions["torch"] = version
 
     def _metrics(self, meta: dict[str, Any], metrics: dict[str, Any], t: int) -> None:
-        compile_id = metrics.get("compile_id")
-        if not isinstance(compile_id, str) or not compile_id:
-            compile_id = _envelope_id(meta)
+        # The record's envelope (frame_id/frame_compile_id) is the id, as tlparse reads it: the
+        # metrics' own compile_id is a copy that hand-edited and merged logs leave stale.
+        compile_id = _envelope_id(meta)
+        if compile_id == "?":
+            fallback = metrics.get("compile_id")
+            compile_id = fallback if isinstance(fallback, str) and fallback else compile_id
         if compile_id not in self.starts:
             self._new_epoch_if_seen(compile_id)
         start = self.starts.pop(compile_id, None)
@@ -502,10 +505,12 @@ class _ProcessBuilder:
         frame: Frame | None = None
         if metrics.get("co_name"):
             line = metrics.get("co_firstlineno")
+            file = _text(metrics.get("co_filename"))
             frame = Frame(
                 str(metrics["co_name"]),
-                _text(metrics.get("co_filename")),
+                file,
                 line if isinstance(line, int) else None,
+                called_from=_call_site(file, start),
             )
             self.frames[frame_key] = frame
         else:
@@ -662,6 +667,17 @@ def _guards(payload: str) -> list[Guard]:
         Guard(g.kind, g.source, g.expected, g.actual, g.user_location, g.raw, g.compile_id)
         for g in parse_recompile_reasons(payload)
     ]
+
+
+def _call_site(file: str | None, start: _Start | None) -> str | None:
+    """For a frame in torch's own files (wrap_inline's `inner`), the user line that entered
+    it: the dynamo_start stack's last frame outside torch."""
+    if file is None or not _TORCH_FRAME.search(file) or start is None or start.frame is None:
+        return None
+    user = start.frame
+    if user.file is None or _TORCH_FRAME.search(user.file):
+        return None
+    return f"{user.file}:{user.line}"
 
 
 def _envelope_id(meta: dict[str, Any]) -> str:

@@ -4,6 +4,7 @@ inputs), and the damage a copied log or trace meets on its way to a user."""
 from __future__ import annotations
 
 import gzip
+import importlib
 from pathlib import Path
 
 import pytest
@@ -60,3 +61,30 @@ def test_one_invalid_utf8_byte_keeps_the_failed_compile(tmp_path: Path) -> None:
     clean = load_torch_trace(TLPARSE / "comp_failure.log.gz")
     assert [c.result for c in clean.compiled.compiles] == ["failed"]  # type: ignore[union-attr]
     assert not input_warnings(clean)
+
+
+# --- compile ids from the envelope; a torch wrapper frame points at the user's call ------------
+
+
+def test_compile_ids_come_from_the_record_envelope() -> None:
+    """tlparse shows 0/0..0/3 for this log; its compilation_metrics say 0/1 three times."""
+    trace = load_torch_trace(TLPARSE / "collectives_parity_rank_0.log.gz")
+    run = trace.compiled
+    assert run is not None
+    assert [c.compile_id for c in run.compiles] == ["0/0", "0/1", "0/2", "0/3"]
+    assert {c.epoch for c in run.compiles} == {0}  # no invented torch._dynamo.reset()
+
+
+def test_object_identity_in_torchs_wrapper_points_at_the_users_call() -> None:
+    trace = load_torch_trace(TLPARSE / "collectives_parity_rank_0.log.gz")
+    run = trace.compiled
+    assert run is not None
+    frame = run.compiles[-1].frame
+    assert frame is not None and frame.name == "inner"
+    assert frame.called_from == "/home/skarjala/pytorch/test2.py:165"
+    findings = importlib.import_module("diag.analyzers").run_analyzers(trace)
+    churn = [f for f in findings if f.analyzer == "guard-churn"]
+    assert len(churn) == 1
+    assert churn[0].location == "/home/skarjala/pytorch/test2.py:165"
+    assert "wrap_inline" in churn[0].fix and "Pass the object's tensors" not in churn[0].fix
+    assert any("external_utils.py:66), entered from" in line for line in churn[0].evidence)
