@@ -11,6 +11,7 @@ from pathlib import Path
 from diag.analyzers import get_analyzer
 from diag.findings import Finding
 from diag.run import load_trace
+from diag.torchtrace import load_torch_trace
 
 from .support import PYTHON, diag_record, events, of
 
@@ -52,6 +53,18 @@ block = torch.compile(Block(), backend="aot_eager")
 x = torch.randn(2, 16, 8)
 torch._dynamo.mark_dynamic(x, 1)
 print(block(x).shape)
+"""
+
+FULLGRAPH = """
+import torch
+
+def block(x):
+    h = torch.relu(x)
+    print("tokens:", h.shape[0])
+    return h * 2
+
+step = torch.compile(block, backend="aot_eager", fullgraph=True)
+step(torch.randn(4))
 """
 
 CRASHES = """
@@ -154,6 +167,27 @@ def test_constraint_violation_names_the_dim_and_the_line(tmp_path: Path) -> None
     assert finding.location == f"{app}:12"
     assert any("self.tokens" in line for line in finding.evidence)
     assert "self.xxx" in finding.fix and ".item()" in finding.fix
+
+
+def test_fullgraph_break_recorded_and_from_its_torch_trace(tmp_path: Path) -> None:
+    """The same failure read two ways: diag's recording, and the TORCH_TRACE log beside it."""
+    app = tmp_path / "app.py"
+    app.write_text(textwrap.dedent(FULLGRAPH))
+    proc = diag_record(tmp_path / "t", PYTHON, str(app), options=("--torch-trace",))
+    assert proc.returncode == 1 and "Unsupported" in proc.stderr
+    analyze = get_analyzer("compile-failure")
+    recorded = analyze(load_trace(tmp_path / "t"))
+    imported = analyze(load_torch_trace(tmp_path / "t"))
+    for finding in (*recorded, *imported):
+        assert finding.title == (
+            f"block failed to compile: Dynamo cannot trace it (Failed to trace builtin "
+            f"operator) at {app}:6"
+        )
+        assert "fullgraph=True" in finding.fix
+    assert len(recorded) == len(imported) == 1
+    assert any(line.startswith("the program died of it") for line in recorded[0].evidence)
+    assert any("does not say whether the error reached" in e for e in imported[0].evidence)
+    assert get_analyzer("crash")(load_trace(tmp_path / "t")) == []
 
 
 def test_uncaught_exception_is_a_crash_with_the_user_frame(tmp_path: Path) -> None:
