@@ -84,10 +84,17 @@ def compile_crash(run: RunData, crash: Event) -> Compile | None:
     short = str(crash.data.get("type") or "").rsplit(".", 1)[-1]
     if short not in _COMPILE_CRASH_TYPES:
         return None
-    failed = [
-        c for c in run.compiles if c.pid == crash.pid and c.result == "failed" and c.t <= crash.t
+    # Same process, before the crash, the same exception type, and not swallowed by
+    # suppress_errors (that one never reached the program).
+    matching = [
+        c
+        for c in run.compiles
+        if c.pid == crash.pid
+        and c.result == "failed"
+        and c.t <= crash.t
+        and c.fail_type == short
+        and c.suppress_errors is not True
     ]
-    matching = [c for c in failed if (c.fail_type or "") == short] or failed
     return matching[-1] if matching else None
 
 

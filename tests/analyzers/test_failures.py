@@ -181,6 +181,19 @@ def test_whole_backend_reason_and_the_crash_it_caused_are_one_finding(tmp_path: 
     assert any("the program died of it" in line for line in finding.evidence)
 
 
+def test_a_later_crash_is_not_folded_into_a_suppressed_failure(tmp_path: Path) -> None:
+    trace = write_trace(
+        tmp_path,
+        [
+            _failed(suppress_errors=True, t=5),
+            _crash(type="torch._dynamo.exc.BackendCompilerFailed", t=40),
+            _crash(type="torch.OutOfMemoryError", message="CUDA out of memory.", t=60),
+        ],
+    )
+    kinds = sorted(f.data["kind"] for f in _findings(trace))
+    assert kinds == ["eager-fallback", "oom", "uncaught"]
+
+
 def test_suppressed_failure_counts_the_steps_after_it(tmp_path: Path) -> None:
     trace = write_trace(tmp_path, [_failed(suppress_errors=True, t=5), *_steps("r0", 10, 3)])
     [finding] = _findings(trace)
