@@ -9,6 +9,12 @@ SDPA can pick another attention backend under compile. Only a side-by-side of th
 eager and compiled, shows it (diag.regions); the compiled region's time says whether it matters.
 
 Needs a reference run: `diag record --baseline eager`, or `diag analyze DIR --against OTHER`.
+
+Whether the reroute costs time is judged on the region's time per aligned steady profiled step
+(steps that compiled nothing) with diag.stats.compare: medians, a noise band of at least
+COST_BAND or 3 robust spreads, and "too noisy to judge" when a side has fewer than 2 steps or
+spreads more than ±25%. Means over two CPU steps flipped the demo's fix between "this costs
+time now" and "keep it" from one run to the next.
 """
 
 from __future__ import annotations
@@ -16,10 +22,24 @@ from __future__ import annotations
 from diag.findings import Finding
 from diag.regions import KernelStat, RegionComparison, compare_regions
 from diag.run import Trace
+from diag.stats import FASTER, NOISY, SLOWER, Comparison, compare
 
 from .common import format_seconds
 
 ANALYZER = "kernel-routing"
+
+#: The compiled region counts as slower (or faster) than the reference past this share ...
+COST_BAND = 0.10
+
+
+def cost(comparison: RegionComparison) -> Comparison:
+    """Compiled against reference time in the region, per aligned steady step."""
+    return compare(
+        comparison.compiled_steps_s,
+        comparison.reference_steps_s,
+        min_band=COST_BAND,
+        labels=("compiled", "reference"),
+    )
 
 
 def analyze(trace: Trace) -> list[Finding]:
@@ -59,6 +79,17 @@ def _reference_label(trace: Trace) -> str:
 
 def _times(comparison: RegionComparison, reference: str) -> str:
     what = "kernel time" if comparison.device == "gpu" else "time in the region"
+    verdict = cost(comparison)
+    if verdict.current is not None and verdict.reference is not None:
+        ratio = f" ({verdict.ratio:.2f}x)" if verdict.ratio is not None else ""
+        return (
+            f"{what} per step in {comparison.region}, median ± spread: {reference} "
+            f"{format_seconds(verdict.reference.median)} ± "
+            f"{format_seconds(verdict.reference.spread)}, compiled "
+            f"{format_seconds(verdict.current.median)} ± "
+            f"{format_seconds(verdict.current.spread)}{ratio}, over {comparison.steps} aligned "
+            "profiled step(s)"
+        )
     ratio = ""
     if comparison.reference_s > 0:
         ratio = f" ({comparison.compiled_s / comparison.reference_s:.2f}x)"
@@ -67,6 +98,30 @@ def _times(comparison: RegionComparison, reference: str) -> str:
         f"{format_seconds(comparison.reference_s)}, compiled "
         f"{format_seconds(comparison.compiled_s)}{ratio}, over {comparison.steps} aligned "
         "profiled step(s)"
+    )
+
+
+def _cost_line(verdict: Comparison, reference: str) -> str:
+    if verdict.verdict == NOISY:
+        return f"cost: too noisy to judge ({verdict.reason.replace('reference', reference)})"
+    word = {SLOWER: "slower than", FASTER: "faster than"}.get(verdict.verdict, "as fast as")
+    return (
+        f"cost: compiled is {word} {reference} (the medians differ "
+        f"{((verdict.ratio or 1.0) - 1.0):+.0%}; the noise band is ±{verdict.band:.0%})"
+    )
+
+
+def _cost_fix(verdict: Comparison) -> str:
+    if verdict.verdict == SLOWER:
+        return "The compiled region is slower than eager here, so this costs time now."
+    if verdict.verdict == NOISY:
+        return (
+            "Whether it costs time is too noisy to judge from these steps: profile more steady "
+            "steps (diag record --profile new-shapes,steady:8) on a quiet host to tell."
+        )
+    return (
+        "If the compiled replacement is as fast and numerically acceptable, keep it and say so "
+        "in a comment."
     )
 
 
@@ -86,7 +141,8 @@ def _missing(trace: Trace, comparison: RegionComparison) -> Finding:
             + " per step"
         )
     evidence.append(_times(comparison, reference))
-    slower = comparison.reference_s > 0 and comparison.compiled_s > comparison.reference_s
+    verdict = cost(comparison)
+    evidence.append(_cost_line(verdict, reference))
     return Finding(
         id=f"{ANALYZER}:{comparison.region}:{'+'.join(comparison.missing)}",
         analyzer=ANALYZER,
@@ -98,13 +154,7 @@ def _missing(trace: Trace, comparison: RegionComparison) -> Finding:
             f"Find the branch that routes around {comparison.missing[0]} when compiling "
             "(torch.compiler.is_compiling(), a library's Dynamo fallback) and call the kernel "
             "as a custom op (torch.library.custom_op with a register_fake) so the compiled graph "
-            "keeps it. "
-            + (
-                "The compiled region is slower than eager here, so this costs time now."
-                if slower
-                else "If the compiled replacement is as fast and numerically acceptable, "
-                "keep it and say so in a comment."
-            )
+            "keeps it. " + _cost_fix(verdict)
         ),
         location=_location(trace, comparison.region),
         data={
@@ -115,6 +165,8 @@ def _missing(trace: Trace, comparison: RegionComparison) -> Finding:
             "reference_s": round(comparison.reference_s, 9),
             "compiled_s": round(comparison.compiled_s, 9),
             "steps": comparison.steps,
+            "cost": verdict.verdict,
+            "cost_band": round(verdict.band, 4),
         },
     )
 

@@ -64,6 +64,10 @@ class RegionComparison:
     replacements: list[str]
     steps: int
     swapped_attention: tuple[str, str] | None = None  # (reference backend, compiled backend)
+    #: The region's seconds in each aligned step, per side: what a robust verdict of its cost
+    #: is taken from (diag.stats), where reference_s and compiled_s are means.
+    reference_steps_s: tuple[float, ...] = ()
+    compiled_steps_s: tuple[float, ...] = ()
     # Aligned steps during which the compiled run compiled: their time includes the compile.
     compiling_steps: int = 0
 
@@ -280,6 +284,12 @@ def compare_regions(trace: Trace) -> list[RegionComparison]:
                 steps=len(ours),
                 swapped_attention=swapped,
                 compiling_steps=compile_steps,
+                reference_steps_s=tuple(
+                    _region_time([p], device, whole).get(region, 0.0) for p in theirs
+                ),
+                compiled_steps_s=tuple(
+                    _region_time([p], device, whole).get(region, 0.0) for p in ours
+                ),
             )
         )
     return result
