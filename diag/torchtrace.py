@@ -52,7 +52,8 @@ _RECORD = re.compile(
     rb"(?:\[rank(?P<rank>\d+)\]:)?[VIWEC](?P<mo>\d\d)(?P<d>\d\d) "
     rb"(?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)\.(?P<us>\d{6}) +(?P<pid>\d+) [^\]\n]*\][^{\n]*"
 )
-_RANK_IN_NAME = re.compile(r"rank_(\d+)_")
+# tlparse's rule: `dedicated_log_torch_trace_rank_<N>[_<anything>].log`.
+_RANK_IN_NAME = re.compile(r"rank_(\d+)(?:_|\.log)")
 _BASE_YEAR = 2000  # a leap year, so a log written on 29 February still parses
 # Payloads kept in memory; every other payload is only hashed.
 _KEPT_ARTIFACTS = frozenset({"recompile_reasons", "dynamo_graph_break_reason", "torch_version"})
@@ -86,6 +87,7 @@ class TorchTraceStats:
     corrupt_payloads: int = 0
     unfinished_compiles: int = 0
     replaced_bytes: int = 0  # records whose metadata held bytes that are not UTF-8
+    rank_notes: list[str] = field(default_factory=list)  # logs that claimed the same rank
 
     def warnings(self) -> list[str]:
         lines = [f"{name}: not a TORCH_TRACE log, skipped" for name in self.skipped_files]
@@ -101,6 +103,7 @@ class TorchTraceStats:
                 f"{self.replaced_bytes} record(s) held bytes that are not UTF-8; read with "
                 "U+FFFD in their place"
             )
+        lines.extend(self.rank_notes)
         if self.unfinished_compiles:
             lines.append(
                 f"{self.unfinished_compiles} compile(s) started but never finished in the log "
@@ -134,6 +137,7 @@ def load_torch_trace(path: Path, progress: Progress | None = None) -> Trace:
     if not run.processes:
         what = files[0] if len(files) == 1 else path
         raise DiagError(f"{what}: not a TORCH_TRACE log (no structured trace record found)")
+    stats.rank_notes = _settle_ranks(run.processes)
     run.compiles.sort(key=lambda c: c.t)
     run.events.sort(key=lambda e: e.t)
     versions = {k: v for p in run.processes for k, v in p.versions.items()}
@@ -145,6 +149,47 @@ def load_torch_trace(path: Path, progress: Progress | None = None) -> Trace:
         "torch_trace": {**asdict(stats), "warnings": stats.warnings()},
     }
     return Trace(path, manifest, {RUN_LABEL: run})
+
+
+def _name_rank(log: Path) -> int | None:
+    match = _RANK_IN_NAME.search(log.name)
+    return int(match.group(1)) if match else None
+
+
+def _settle_ranks(processes: list[Process]) -> list[str]:
+    """One rank per log. Logs that claim the same rank (copies renamed per rank, logs of two
+    jobs in one folder) would merge in every per-rank view: when their file names give them
+    distinct ranks, those are used, as tlparse does; otherwise only the first keeps the rank.
+    Returns one line per rank claimed twice, for the reader's warnings."""
+    notes: list[str] = []
+    claims: dict[int, list[Process]] = {}
+    for process in processes:
+        if process.rank is not None:
+            claims.setdefault(process.rank, []).append(process)
+    taken = {rank for rank, group in claims.items() if len(group) == 1}
+    for rank, group in sorted(claims.items()):
+        if len(group) < 2:
+            continue
+        names = [p.folder.name for p in group]
+        by_name = [_name_rank(p.folder) for p in group]
+        usable = [r for r in by_name if r is not None]
+        if len(usable) == len(group) and len(set(usable)) == len(group) and not taken & set(usable):
+            for process, number in zip(group, usable, strict=True):
+                process.rank = number
+            taken.update(usable)
+            notes.append(
+                f"{len(group)} logs say rank {rank} inside ({', '.join(names)}): read as ranks "
+                f"{', '.join(map(str, usable))} from their file names, as tlparse does"
+            )
+            continue
+        for process in group[1:]:
+            process.rank = None
+        taken.add(rank)
+        notes.append(
+            f"{len(group)} logs claim rank {rank} ({', '.join(names)}): {names[0]} keeps it, "
+            "the others are read as processes of unknown rank"
+        )
+    return notes
 
 
 def _log_files(path: Path) -> list[Path]:
@@ -405,8 +450,7 @@ class _ProcessBuilder:
         self.run = run
         self.pid: int | None = None
         self.rank: int | None = None
-        match = _RANK_IN_NAME.search(log.name)
-        self.name_rank = int(match.group(1)) if match else None
+        self.name_rank = _name_rank(log)
         self.versions: dict[str, Any] = {}
         self.strings: dict[int, str] = {}
         self.epoch = 0
@@ -425,7 +469,7 @@ class _ProcessBuilder:
         if self.pid is None:
             self.pid = record.pid
         rank = meta.get("rank")
-        if self.rank is None and isinstance(rank, int):
+        if self.rank is None and isinstance(rank, int) and not isinstance(rank, bool):
             self.rank = rank
         payload, corrupt = record.payload()
         if corrupt:

@@ -88,3 +88,48 @@ def test_object_identity_in_torchs_wrapper_points_at_the_users_call() -> None:
     assert churn[0].location == "/home/skarjala/pytorch/test2.py:165"
     assert "wrap_inline" in churn[0].fix and "Pass the object's tensors" not in churn[0].fix
     assert any("external_utils.py:66), entered from" in line for line in churn[0].evidence)
+
+
+# --- ranks: from inside a log, from tlparse's file names, never two logs on one rank -----------
+
+
+def test_ranks_come_from_tlparse_style_names() -> None:
+    """`dedicated_log_torch_trace_rank_N.log` (no suffix after N) names the rank, and the
+    4-rank divergence of tlparse's multi_rank_logs is reported (rank 1: 15 compiles)."""
+    trace = load_torch_trace(TLPARSE / "multi_rank_logs")
+    run = trace.compiled
+    assert run is not None
+    assert sorted(p.rank for p in run.processes) == [0, 1, 2, 3]  # type: ignore[type-var]
+    by_rank = {p.rank: sum(c.pid == p.pid for c in run.compiles) for p in run.processes}
+    assert by_rank[1] == 15
+    findings = importlib.import_module("diag.analyzers").run_analyzers(trace)
+    divergence = [f for f in findings if f.analyzer == "rank-divergence"]
+    assert any("rank 1: 15" in f.title for f in divergence)
+    ids = [f.id for f in findings]
+    assert len(ids) == len(set(ids))
+
+
+def test_logs_that_say_the_same_rank_are_not_merged() -> None:
+    """tlparse's multi_rank_schedule: three logs named rank 0, 1, 2 that all say rank 0."""
+    trace = load_torch_trace(TLPARSE / "multi_rank_schedule")
+    run = trace.compiled
+    assert run is not None
+    assert sorted(p.rank for p in run.processes) == [0, 1, 2]  # type: ignore[type-var]
+    warnings = input_warnings(trace)
+    assert any("3 logs say rank 0 inside" in w and "from their file names" in w for w in warnings)
+    findings = importlib.import_module("diag.analyzers").run_analyzers(trace)
+    ids = [f.id for f in findings]
+    assert len(ids) == len(set(ids))
+
+
+def test_same_rank_without_names_to_tell_them_apart(tmp_path: Path) -> None:
+    data = gzip.decompress(
+        (TLPARSE / "multi_rank_schedule" / "dedicated_log_torch_trace_rank_2.log.gz").read_bytes()
+    )
+    (tmp_path / "a.log").write_bytes(data)
+    (tmp_path / "b.log").write_bytes(data)
+    trace = load_torch_trace(tmp_path)
+    run = trace.compiled
+    assert run is not None
+    assert [p.rank for p in run.processes] == [0, None]
+    assert any("2 logs claim rank 0 (a.log, b.log)" in w for w in input_warnings(trace))
