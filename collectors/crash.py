@@ -69,7 +69,8 @@ def bounded(text: str, limit: int = MAX_MESSAGE) -> str:
 
 def _frames(tb: TracebackType | None) -> list[traceback.FrameSummary]:
     try:
-        return list(traceback.extract_tb(tb))
+        # No source lines: nothing is read from disk while the process is dying.
+        return list(traceback.StackSummary.extract(traceback.walk_tb(tb), lookup_lines=False))
     except Exception:  # noqa: BLE001 - a broken traceback still leaves type and message
         return []
 

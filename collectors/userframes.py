@@ -9,7 +9,9 @@ import re
 import sys
 import sysconfig
 
-_PACKAGE_DIRS = re.compile(r"(?:^|/)(?:site-packages|dist-packages)/")
+# Installed packages, and code torch generates at run time (inductor's output modules under
+# /tmp/torchinductor_<user>/, Triton's cache).
+_PACKAGE_DIRS = re.compile(r"(?:^|/)(?:site-packages|dist-packages|\.triton)/|torchinductor_")
 # Frames with no file of their own: frozen modules, generated FX code. `python -c` and stdin
 # code is the user's.
 _NO_FILE = re.compile(r"^<(?!string>|stdin>)")

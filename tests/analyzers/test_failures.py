@@ -9,6 +9,7 @@ write them (docs/FORMAT.md); the real programs are in tests/integration/test_rec
 
 from __future__ import annotations
 
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import torch
 from diag.analyzers import REGISTRY, get_analyzer
 from diag.analyzers.failures import user_line
 from diag.collectors.crash import MAX_MESSAGE, describe
+from diag.collectors.userframes import innermost_user_frame, is_user_file
 from diag.findings import Finding
 from diag.run import Trace
 from diag.torchtrace import load_torch_trace
@@ -280,3 +282,19 @@ def test_describe_bounds_the_message_and_names_the_cause() -> None:
     assert fields["thread"] == "worker"
     assert fields["inside"] == []
     assert fields["user_frame"]["name"] == "test_describe_bounds_the_message_and_names_the_cause"
+
+
+def test_user_files_are_the_programs_own() -> None:
+    assert is_user_file("/srv/app/serve.py") and is_user_file("<string>")
+    assert not is_user_file(torch.__file__)
+    assert not is_user_file("/tmp/torchinductor_root/md/cmdsj6dzs55.py")  # inductor's output
+    assert not is_user_file("/opt/venv/lib/python3.12/site-packages/diffusers/models/x.py")
+    assert not is_user_file("<eval_with_key>.1")
+    assert not is_user_file(traceback.__file__)  # the standard library
+    tb = (
+        'Traceback (most recent call last):\n  File "/srv/serve.py", line 3, in <module>\n'
+        '  File "/usr/lib/site-packages/torch/_dynamo/output_graph.py", line 9, in call\n'
+        '  File "/srv/backends.py", line 41, in my_backend\n'
+        '  File "/usr/lib/site-packages/torch/_ops.py", line 875, in __call__\n'
+    )
+    assert innermost_user_frame(tb) == "/srv/backends.py:41"
