@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from diag.findings import Finding
 from diag.guards import condition_text
 from diag.run import Compile, Event, Guard, Process, RunData, Step, Trace
+from diag.stats import sample
 
 from .common import format_seconds as _secs
 from .common import id_suffix as _id_suffix
@@ -67,6 +68,9 @@ EXPLAINED_SHARE = 0.5
 STRAGGLER_SHARE = 0.5
 #: Processes whose monotonic-to-unix offsets differ by more than this ran on different hosts.
 SAME_HOST_NS = 100_000_000
+#: On a CPU-only run, an unexplained straggler whose process ran on the CPU for less than this
+#: share of its extra wall time was descheduled (a loaded host): INFO, too noisy to judge.
+CPU_SHARE = 0.5
 
 _CAUSE_EVENTS = (
     "empty_cache",
@@ -441,7 +445,7 @@ def _skew_findings(run: RunData, ranks: list[_Rank], divergent: set[int]) -> lis
         unexplained = [s for s in mine if not s.explained]
         straggler = len(unexplained) >= max(2.0, STRAGGLER_SHARE * len(keys))
         if any(s.explained for s in mine) or straggler:
-            findings.append(_skew_finding(run, rank, mine, len(keys), straggler))
+            findings.append(_skew_finding(run, rank, mine, len(keys), straggler, ranks))
     return findings
 
 
@@ -538,8 +542,40 @@ def _reserved_growth(rank: _Rank, key: StepKey) -> int:
 _PROFILER_KINDS = {"profiled", "profile_window_start", "profile_window_end"}
 
 
+def _host_noise(rank: _Rank, skews: list[_Skew], ranks: list[_Rank]) -> str | None:
+    """Why an unexplained straggler may be the host's noise: on a CPU-only run (no step has
+    GPU time), its process ran on the CPU for less than CPU_SHARE of its extra wall time in
+    those steps, its CPU time against the other ranks' median for the same step (the same
+    work). None when that rules it out or the trace has no CPU times."""
+    steps = [r.steps[s.key] for s in skews for r in ranks]
+    if any(st.gpu_s is not None for st in steps) or any(st.cpu_s is None for st in steps):
+        return None
+    extra_wall = sum(s.excess for s in skews)
+    if extra_wall <= 0:
+        return None
+    extra_cpu = 0.0
+    for skew in skews:
+        others = sample(r.steps[skew.key].cpu_s or 0.0 for r in ranks if r is not rank)
+        if others is not None:
+            extra_cpu += max(0.0, (rank.steps[skew.key].cpu_s or 0.0) - others.median)
+    share = extra_cpu / extra_wall
+    if share >= CPU_SHARE:
+        return None
+    return (
+        f"too noisy to judge: rank {rank.rank} ran on the CPU for only {_secs(extra_cpu)} of "
+        f"its {_secs(extra_wall)} extra wall time in these steps ({share * 100:.0f}%, "
+        f"{CPU_SHARE * 100:.0f}% needed); on a CPU-only run that is a descheduled process "
+        "(another process had the CPU), not the program"
+    )
+
+
 def _skew_finding(
-    run: RunData, rank: _Rank, skews: list[_Skew], aligned: int, straggler: bool
+    run: RunData,
+    rank: _Rank,
+    skews: list[_Skew],
+    aligned: int,
+    straggler: bool,
+    ranks: list[_Rank],
 ) -> Finding:
     worst = max(skews, key=lambda s: s.excess)
     waited = sum(w for s in skews for w in s.waits.values())
@@ -564,10 +600,14 @@ def _skew_finding(
         )
     # Skew that only diag's own profiler explains is the cost of measuring, not a problem.
     own = not straggler and bool(kinds) and set(kinds) <= _PROFILER_KINDS
+    noisy = _host_noise(rank, skews, ranks) if straggler and not kinds else None
+    if noisy:
+        evidence.append(noisy)
+        title += ": too noisy to judge"
     return Finding(
         id=f"{ANALYZER}:skew{_id_suffix(run, rank.pid)}",
         analyzer=ANALYZER,
-        severity="info" if own else "warning",
+        severity="info" if own or noisy else "warning",
         title=title,
         evidence=evidence,
         fix=_skew_fix(rank.rank, kinds, straggler),

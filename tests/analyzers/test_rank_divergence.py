@@ -315,3 +315,38 @@ def test_a_rank_that_never_served_the_request_is_no_divergence(tmp_path: Path) -
     rank0 = request("r0", EVEN) + request("r1", spans) + compile_at(405, 0.004, "r1", 0, "0/0")
     trace = write_ranks(tmp_path, {0: rank0, 1: request("r0", EVEN)})
     assert analyze(trace) == []
+
+
+def _with_cpu(events: Events, cpu_ms: list[float]) -> Events:
+    """Give step i the process CPU time cpu_ms[i] (step_end's cpu_s)."""
+    for event in events:
+        if event["ev"] == "step_end":
+            event["cpu_s"] = cpu_ms[event["step"]] / 1000
+    return events
+
+
+def test_a_descheduled_straggler_on_a_cpu_run_is_too_noisy(tmp_path: Path) -> None:
+    """Rank 1 slow in 3 of 4 steps with nothing recorded: when its process ran on the CPU for
+    the extra 15 ms (its CPU time grew with its wall time) it is a straggler (warning); when its
+    CPU time stayed at 10 ms, another process had the CPU: INFO, too noisy to judge."""
+    spans = [(start, 25.0) for start, _ in EVEN]
+    spans[0] = (0.0, 10.0)
+    for name, cpu, severity in (("worked", 25.0, "warning"), ("idle", 10.0, "info")):
+        (tmp_path / name).mkdir()
+        ranks = {
+            0: _with_cpu(request("r0", EVEN), [10.0] * 4),
+            1: _with_cpu(request("r0", spans), [10.0, cpu, cpu, cpu]),
+        }
+        [finding] = analyze(write_ranks(tmp_path / name, ranks))
+        assert finding.id == "rank-divergence:skew@rank1"
+        assert finding.severity == severity, finding.title
+        noisy = [line for line in finding.evidence if line.startswith("too noisy to judge")]
+        if severity == "info":
+            assert noisy == [
+                "too noisy to judge: rank 1 ran on the CPU for only 0.0 ms of its 45 ms extra "
+                "wall time in these steps (0%, 50% needed); on a CPU-only run that is a "
+                "descheduled process (another process had the CPU), not the program"
+            ]
+            assert finding.title.endswith(": too noisy to judge")
+        else:
+            assert noisy == []
