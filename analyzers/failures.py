@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from diag.findings import Finding
 from diag.run import Compile, Event, RunData, Trace
 
-from .common import id_suffix, process_lines
+from .common import format_seconds, id_suffix, process_lines
 
 ANALYZER = "compile-failure"
 
@@ -257,7 +257,21 @@ def _eager_fallback(
         lines.append("no step ran after the failure")
     else:
         lines.append("no steps were identified, so diag cannot say how much of the run it cost")
+    last = _last_seen(run, item.pid)
+    if last > item.t:
+        lines.append(
+            f"the process ran on for {format_seconds((last - item.t) / 1e9)} after the failure "
+            "(to its last recorded event)"
+        )
     return lines
+
+
+def _last_seen(run: RunData, pid: int) -> int:
+    """The time of the process's last event diag kept (steps, compiles, other events)."""
+    times = [e.t for e in run.events if e.pid == pid]
+    times += [c.t for c in run.compiles if c.pid == pid]
+    times += [s.end_t or s.start_t for s in run.steps if s.pid == pid]
+    return max(times, default=0)
 
 
 def _crash_of(run: RunData, item: Compile) -> Event | None:

@@ -203,6 +203,7 @@ def test_suppressed_failure_counts_the_steps_after_it(tmp_path: Path) -> None:
     assert "runs eagerly for the rest of the run" in finding.title
     assert "diag cannot count the eager calls" in " ".join(finding.evidence)
     assert any(line.startswith("3 step(s) of 1 request(s) ran after") for line in finding.evidence)
+    assert any(line.startswith("the process ran on for") for line in finding.evidence)
     assert "suppress_errors = True hid this" in finding.fix
 
 
