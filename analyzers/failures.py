@@ -120,7 +120,6 @@ def _finding(
     if len(items) > 1:
         ids = ", ".join(c.compile_id for c in items[:8])
         evidence.append(f"{len(items)} compiles of {frame} failed the same way ({ids})")
-    severity = "error"
     eager = _eager_fallback(run, first, crash, imported)
     if eager is not None:
         evidence.extend(eager)
@@ -144,7 +143,7 @@ def _finding(
         + (f":{index + 1}" if index else "")
         + id_suffix(run, first.pid),
         analyzer=ANALYZER,
-        severity=severity,
+        severity="error",
         title=title,
         evidence=evidence,
         fix=fix,

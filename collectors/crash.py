@@ -6,7 +6,8 @@ before Python starts shutting down. Both hooks are chained, never replaced in sp
 program's previous hook runs with the same arguments, so what is printed and the exit code do
 not change. A program that installs its own `sys.excepthook` later (rich, IPython) bypasses
 ours; Python still leaves the exception in `sys.last_value`, which is read once more when the
-interpreter shuts down (before the session closes its event file).
+interpreter shuts down (before the session closes its event file). A thread's exception has no
+such trace: a program that replaces `threading.excepthook` leaves its thread crashes unrecorded.
 
 What the event says (docs/FORMAT.md): the exception's type and message (bounded), the innermost
 frame of the program's own code, and, judged from the traceback's frames and the message,
