@@ -211,6 +211,7 @@ def _direction(name: str) -> str:
 # --- streaming the document ------------------------------------------------------------------
 
 _CHUNK = 16 << 20
+_UTF8_BOM = b"\xef\xbb\xbf"
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _BYTE_OFFSET = re.compile(r" \(byte \d+\)")
@@ -299,6 +300,8 @@ def _event_chunks(
     Anything unusual (no traceEvents key early, odd layout) falls back to decoding it whole.
     """
     buf = source.read()
+    if buf.startswith(_UTF8_BOM):  # an editor's byte-order mark: JSON itself has none
+        buf = buf[len(_UTF8_BOM) :]
     if not buf.strip():
         raise DiagError(f"{source.path}: empty file, not a Kineto trace")
     key = _EVENTS_KEY.search(buf)

@@ -47,6 +47,7 @@ PHASE = "unknown"
 
 _LOG_PREFIX = "dedicated_log_torch_trace_"
 _GZIP_MAGIC = b"\x1f\x8b"
+_UTF8_BOM = b"\xef\xbb\xbf"
 # glog prefix; `[rankN]:` only precedes it in TORCH_LOGS output, accepted for logs copied from it.
 _RECORD = re.compile(
     rb"(?:\[rank(?P<rank>\d+)\]:)?[VIWEC](?P<mo>\d\d)(?P<d>\d\d) "
@@ -303,6 +304,10 @@ def _read_log(
         for line in iter(partial(reader.readline, _MAX_LINE), b""):
             last = line
             count += 1
+            if count == 1 and line.startswith(_UTF8_BOM):
+                line = line[len(_UTF8_BOM) :]  # an editor's byte-order mark: no record has one
+                if not line:
+                    continue
             if not count & _EVERY_MASK:
                 # Now and then: report progress, and hash a long payload so far.
                 if progress is not None:

@@ -133,3 +133,20 @@ def test_same_rank_without_names_to_tell_them_apart(tmp_path: Path) -> None:
     assert run is not None
     assert [p.rank for p in run.processes] == [0, None]
     assert any("2 logs claim rank 0 (a.log, b.log)" in w for w in input_warnings(trace))
+
+
+def test_a_byte_order_mark_is_read_past(tmp_path: Path) -> None:
+    from diag.kineto import read_kineto
+
+    trace = gzip.decompress((HTA / "trace_compare_base.json.gz").read_bytes())
+    (tmp_path / "bom.json").write_bytes(b"\xef\xbb\xbf" + trace)
+    (tmp_path / "plain.json").write_bytes(trace)
+    with_bom, plain = read_kineto(tmp_path / "bom.json"), read_kineto(tmp_path / "plain.json")
+    assert with_bom.activities == plain.activities and plain.activities
+    log = _plain(tmp_path, "comp_metrics.log.gz")
+    (tmp_path / "bom.log").write_bytes(b"\xef\xbb\xbf" + log)
+    loaded = load_torch_trace(tmp_path / "bom.log")
+    assert loaded.manifest["torch_trace"]["skipped_lines"] == 0
+    assert len(loaded.compiled.compiles) == len(
+        load_torch_trace(TLPARSE / "comp_metrics.log.gz").compiled.compiles
+    )  # type: ignore[union-attr]
