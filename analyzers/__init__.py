@@ -22,6 +22,7 @@ REGISTRY: dict[str, str] = {
     "recompile-limit": "recompile_limit",
     "cache-bloat": "cache_bloat",
     "graph-breaks": "graph_breaks",
+    "dynamic-shapes": "dynamic_shapes",
     "warmup-hygiene": "hygiene",
     "magi-compile": "magi",
     "kernel-routing": "kernel_routing",

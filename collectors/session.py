@@ -69,6 +69,7 @@ class Session:
         self.compiles: Any = None
         self.cache: Any = None
         self.profiler: Any = None
+        self.shapes: Any = None
         self.adapter: str | None = None
 
     def emit(self, event: str, **fields: Any) -> None:
@@ -123,12 +124,13 @@ class Session:
         )
         if self.stance == "force_eager":
             self.guarded("stance", torch.compiler.set_stance, "force_eager")
-        from . import cache, compiles, hygiene, profiling, steps
+        from . import cache, compiles, hygiene, profiling, shapes, steps
         from .adapters import install_adapters
 
         self.compiles = self.guarded("compiles", compiles.CompileCollector.install, self)
         self.cache = self.guarded("cache", cache.CacheCollector, self)
         self.profiler = self.guarded("profiling", profiling.ProfilerWindows.install, self)
+        self.shapes = self.guarded("shapes", shapes.ShapeCollector.install, self)
         self.steps = steps.StepTracker(self)
         self.guarded("hygiene", hygiene.install, self)
         from . import crash
@@ -151,6 +153,8 @@ class Session:
             self.guarded("steps.end", self.steps.close)
         if self.profiler is not None:
             self.guarded("profiling.end", self.profiler.close)
+        if self.shapes is not None:
+            self.guarded("shapes.end", self.shapes.close)
         if self.cache is not None:
             self.guarded("cache.end", self.cache.snapshot, "exit", True)
         self.emit("process_end", gpu=self._gpu_name())
