@@ -31,10 +31,15 @@ _COLLECTIVE_TIMEOUT = re.compile(r"Watchdog caught collective operation timeout|
 def analyze(trace: Trace) -> list[Finding]:
     findings: list[Finding] = []
     for run in trace.subject_runs:
-        for index, crash in enumerate(run.of("crash")):
+        # Numbered per process and kind, so each rank's first crash keeps the plain id.
+        seen: dict[str, int] = {}
+        for crash in run.of("crash"):
             if compile_crash(run, crash) is not None:
                 continue
-            findings.append(_finding(trace, run, crash, index))
+            finding = _finding(trace, run, crash, 0)
+            index = seen.get(finding.id, 0)
+            seen[finding.id] = index + 1
+            findings.append(_finding(trace, run, crash, index) if index else finding)
     return findings
 
 

@@ -133,10 +133,20 @@ def test_crash_inside_a_collective(tmp_path: Path) -> None:
 
 
 def test_crash_inside_compiled_code(tmp_path: Path) -> None:
-    trace = write_trace(tmp_path, [_crash(type="IndexError", inside=["compiled_code"])])
-    [finding] = _findings(trace)
-    assert "inside compiled code" in finding.title
-    assert "force_eager" in finding.fix
+    trace = write_trace(
+        tmp_path,
+        [
+            _crash(type="IndexError", inside=["compiled_code"]),
+            _crash(type="IndexError", inside=["compiled_code"], t=70),
+        ],
+    )
+    first, second = _findings(trace)
+    assert "inside compiled code" in first.title
+    assert "force_eager" in first.fix
+    assert (first.id, second.id) == (
+        "crash:compiled-code:IndexError",
+        "crash:compiled-code:IndexError:2",
+    )
 
 
 def test_thread_crash_is_a_warning_and_interrupt_is_info(tmp_path: Path) -> None:
@@ -147,7 +157,9 @@ def test_thread_crash_is_a_warning_and_interrupt_is_info(tmp_path: Path) -> None
             _crash(t=60, type="KeyboardInterrupt", message=""),
         ],
     )
-    by_kind = {f.data["kind"]: f for f in _findings(trace)}
+    found = _findings(trace)
+    by_kind = {f.data["kind"]: f for f in found}
+    assert [f.id for f in found] == ["crash:thread:OSError", "crash:interrupted:KeyboardInterrupt"]
     assert by_kind["thread"].severity == "warning"
     assert "Thread 'prefetch' died" in by_kind["thread"].title
     assert by_kind["interrupted"].severity == "info"
