@@ -71,15 +71,26 @@ class Session:
         self.profiler: Any = None
         self.shapes: Any = None
         self.adapter: str | None = None
+        self.adapter_rank = -1
+        self._adapter_stand_down: Any = None
 
     def emit(self, event: str, **fields: Any) -> None:
         self.writer.emit(event, **fields)
 
-    def announce_adapter(self, name: str) -> None:
-        """Record which adapter drives the step boundaries (once per process)."""
-        if self.adapter is None:
-            self.adapter = name
-            self.emit("adapter", name=name)
+    def announce_adapter(self, name: str, rank: int = 2, stand_down: Any = None) -> None:
+        """Record which adapter drives the step boundaries (once per process).
+
+        An adapter that only infers boundaries (adapters/inferred.py) passes a lower `rank` and
+        a `stand_down` callback: the first adapter of a higher rank replaces it (the event is
+        written again) and the callback closes what the inferring one had open.
+        """
+        if rank <= self.adapter_rank:
+            return
+        previous = self._adapter_stand_down
+        self.adapter, self.adapter_rank, self._adapter_stand_down = name, rank, stand_down
+        if previous is not None:
+            self.guarded("adapter.stand_down", previous)
+        self.emit("adapter", name=name, **({"inferred": True} if stand_down is not None else {}))
 
     def collector_error(self, where: str, exc: BaseException) -> None:
         """A collector failed: record it and keep the program running."""

@@ -3,9 +3,10 @@
 Hooked from outside, once the program imports `diffusers.pipelines.pipeline_utils` (the module
 defining `DiffusionPipeline`); nothing of diffusers is imported here. The hooks are set on
 classes, not on pipeline or scheduler instances: copies (`copy.deepcopy(scheduler)`, done by
-some pipelines) then never call back into the object they were copied from. No model is touched:
-a hook on the transformer or UNet would sit inside what the program compiles and change its
-graphs and guards.
+some pipelines) then never call back into the object they were copied from. Models called inside
+a pipeline call are left to these hooks; a model called outside any pipeline (a hand-written
+loop) makes its own steps (diffusers_models.py, hooks that Dynamo never sees), and so does a
+scheduler's `set_timesteps` outside a pipeline: it starts that loop's next inferred request.
 
 Requests: each pipeline class defines its own `__call__`, so there is no one method to wrap.
 `DiffusionPipeline` gets an `__init_subclass__` that wraps the `__call__` in each subclass's
@@ -52,6 +53,9 @@ import types
 from collections.abc import Callable
 from types import FrameType, ModuleType
 from typing import TYPE_CHECKING, Any
+
+from . import diffusers_models
+from .inferred import mark_request_boundary
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -121,7 +125,14 @@ class DiffusersAdapter:
 
     def install(self, base: Any) -> None:
         self._wrap_method(base, "progress_bar", self._progress_bar_wrapper)
-        adapter = self
+        self._each_subclass(base, self.wrap_pipeline_class)
+
+    def install_schedulers(self, base: Any) -> None:
+        """Every scheduler class: `set_timesteps` outside a pipeline starts an inferred request."""
+        self._each_subclass(base, self.wrap_scheduler_class)
+
+    def _each_subclass(self, base: Any, wrap: Callable[[type], None]) -> None:
+        """`wrap` each subclass of `base`, those that exist and those defined later."""
         session = self.session
         previous = base.__dict__.get("__init_subclass__")
 
@@ -130,13 +141,13 @@ class DiffusersAdapter:
                 previous.__get__(None, cls)(**kwargs)
             else:
                 super(base, cls).__init_subclass__(**kwargs)
-            session.guarded(_WHERE, adapter.wrap_pipeline_class, cls)
+            session.guarded(_WHERE, wrap, cls)
 
         base.__init_subclass__ = classmethod(__init_subclass__)
         pending: list[type] = list(base.__subclasses__())
         while pending:
             cls = pending.pop()
-            session.guarded(_WHERE, adapter.wrap_pipeline_class, cls)
+            session.guarded(_WHERE, wrap, cls)
             pending.extend(cls.__subclasses__())
 
     def wrap_pipeline_class(self, cls: type) -> None:
@@ -205,8 +216,12 @@ class DiffusersAdapter:
         @functools.wraps(original)
         def set_timesteps(self: Any, *args: Any, **kwargs: Any) -> Any:
             result = original(self, *args, **kwargs)
-            if adapter.call is not None and not is_compiling():
+            if is_compiling():
+                return result
+            if adapter.call is not None:
                 guarded(_WHERE, adapter.on_set_timesteps, self)
+            else:  # a hand-written loop over a model: a new denoising loop, a new request
+                mark_request_boundary()
             return result
 
         return set_timesteps
@@ -429,7 +444,30 @@ class DiffusersAdapter:
             return False
 
 
+_ADAPTER: DiffusersAdapter | None = None
+
+
+def adapter_for(session: Session) -> DiffusersAdapter:
+    """The one adapter of the process: pipelines, schedulers and models share its state."""
+    global _ADAPTER
+    if _ADAPTER is None or _ADAPTER.session is not session:
+        _ADAPTER = DiffusersAdapter(session)
+    return _ADAPTER
+
+
 def install(session: Session, module: ModuleType) -> None:
     base = getattr(module, "DiffusionPipeline", None)
     if isinstance(base, type):
-        DiffusersAdapter(session).install(base)
+        adapter_for(session).install(base)
+
+
+def install_schedulers(session: Session, module: ModuleType) -> None:
+    base = getattr(module, "SchedulerMixin", None)
+    if isinstance(base, type):
+        adapter_for(session).install_schedulers(base)
+
+
+def install_models(session: Session, module: ModuleType) -> None:
+    base = getattr(module, "ModelMixin", None)
+    if isinstance(base, type):
+        diffusers_models.install(session, adapter_for(session), base)

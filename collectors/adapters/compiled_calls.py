@@ -1,0 +1,222 @@
+"""The fallback for programs no adapter knows: each outermost call into compiled code is a step.
+
+`torch.compile` is wrapped (after profiling.py's region markers, around them), so every callable
+it returns is seen: a compiled function or `nn.Module.compile()`'s compiled `_call_impl` gets a
+wrapper function, a compiled module (`OptimizedModule`) a forward pre-hook and an always-called
+forward hook. These sit outside the compiled code: Dynamo is told to skip the wrapper's frame, and
+while Dynamo traces (a compiled callable called inside another compiled graph) they only call
+through, so they change no graph and no guard.
+
+A step is the outermost such call on the program's thread, outside any step another adapter
+knows. When that call is made from inside an `nn.Module` call that runs eagerly (a model whose
+blocks are compiled one by one), the step is the outermost such module's call instead: the module
+gets the same pair of hooks, so its calls are steps from its second call on; its first call's step
+ends where the next one starts. Requests are inferred (adapters/inferred.py): a new input shape,
+a diffusers scheduler's `set_timesteps`, or a long pause starts one.
+
+The fallback yields to every adapter that knows steps: it is off from the start when `--step-fn`,
+`--request-fn` or `--warmup-fn` is given or the program imports `diag.api`, once the LightX2V or
+reference-service adapter is installed, and as soon as any other adapter reports a boundary. It
+also leaves alone compiled calls into diffusers models, whose own calls are steps (diffusers.py).
+It is named `compiled-calls (inferred)` in the `adapter` event.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import threading
+from collections.abc import Callable
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+from .inferred import RANK_COMPILED_CALLS, InferredSteps, first_tensor_shape, outside_dynamo
+from .inferred import skip_code as _skip_code
+
+if TYPE_CHECKING:
+    from ..session import Session
+
+ADAPTER_NAME = "compiled-calls (inferred)"
+_WHERE = "adapter.compiled-calls"
+_SHAPE_NAMES = ("hidden_states", "x", "input", "sample", "latents")
+
+#: Predicates naming compiled targets that another adapter's steps cover (diffusers models).
+_CLAIMED: list[Callable[[Any], bool]] = []
+_FALLBACK: CompiledCalls | None = None
+
+
+def claim(predicate: Callable[[Any], bool]) -> None:
+    """Another adapter makes its own steps of calls into targets for which `predicate` holds."""
+    _CLAIMED.append(predicate)
+
+
+def turn_off() -> None:
+    """An adapter that knows the program's steps is installed: the fallback stays silent."""
+    if _FALLBACK is not None:
+        _FALLBACK.inferred.stand_down()
+
+
+class CompiledCalls:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.torch = session.torch
+        self.inferred = InferredSteps(session, ADAPTER_NAME, RANK_COMPILED_CALLS)
+        self._local = threading.local()
+        self._call_impl_code = self.torch.nn.Module._call_impl.__code__
+        self._step_modules: dict[int, Any] = {}  # id -> module whose calls are steps
+        self._module_step: Any = None  # the step module whose call opened the open step
+        self._module_pre = outside_dynamo(self.torch, self._on_module_pre)
+        self._module_post = outside_dynamo(self.torch, self._on_module_post)
+        self._compiled_pre = outside_dynamo(self.torch, self._on_compiled_pre)
+        self._compiled_post = outside_dynamo(self.torch, self._on_compiled_post)
+
+    # -- installing --------------------------------------------------------------------------------
+
+    def install(self) -> None:
+        torch = self.torch
+        original = torch.compile
+        fallback = self
+
+        @functools.wraps(original)
+        def compile(*args: Any, **kwargs: Any) -> Any:
+            result = original(*args, **kwargs)
+            target = args[0] if args else kwargs.get("model")
+            if target is None:  # used as @torch.compile(...): mark what the decorator returns
+                return lambda fn: fallback.mark(fn, result(fn))
+            return fallback.mark(target, result)
+
+        compile.__wrapped__ = original  # type: ignore[attr-defined]
+        torch.compile = compile  # type: ignore[attr-defined]
+
+    def mark(self, target: Any, compiled: Any) -> Any:
+        guarded = self.session.guarded
+        if isinstance(compiled, self.torch.nn.Module):
+            marked = guarded(_WHERE, self._mark_module, target, compiled)
+            return compiled if marked is None else marked
+        if not callable(compiled):
+            return compiled
+        return guarded(_WHERE, self._mark_function, target, compiled) or compiled
+
+    def _mark_module(self, target: Any, module: Any) -> Any:
+        module.__dict__["_diag_compiled_target"] = getattr(module, "_orig_mod", target)
+        module.register_forward_pre_hook(self._compiled_pre)
+        module.register_forward_hook(self._compiled_post, always_call=True)
+        return module
+
+    def _mark_function(self, target: Any, compiled: Any) -> Any:
+        fallback = self
+        owner = getattr(target, "__self__", target)  # a module's compiled _call_impl: the module
+        is_compiling = self.torch.compiler.is_compiling
+        enter, leave = self._enter, self._leave
+
+        def compiled_call(*args: Any, **kwargs: Any) -> Any:
+            if is_compiling():
+                return compiled(*args, **kwargs)
+            entered = fallback.session.guarded(_WHERE, enter, owner, args, kwargs)
+            try:
+                return compiled(*args, **kwargs)
+            finally:
+                if entered:
+                    fallback.session.guarded(_WHERE, leave)
+
+        _skip_code(self.torch, compiled_call.__code__)
+        return functools.update_wrapper(compiled_call, compiled)
+
+    # -- calls into compiled code --------------------------------------------------------------
+
+    def _on_compiled_pre(self, module: Any, args: Any) -> None:
+        entered = self._enter(module.__dict__.get("_diag_compiled_target", module), args, {})
+        stack = self._local.__dict__.setdefault("entered", [])
+        stack.append(entered)
+
+    def _on_compiled_post(self, module: Any, args: Any, output: Any) -> None:
+        stack = self._local.__dict__.get("entered")
+        if stack and stack.pop():
+            self._leave()
+
+    def _enter(self, target: Any, args: Any, kwargs: Any) -> bool:
+        """A call into compiled code begins; True when it opened this fallback's depth count."""
+        local = self._local
+        depth = local.__dict__.get("depth", 0)
+        local.depth = depth + 1
+        if depth or self.inferred.silent or self.inferred.stepping:
+            return True
+        if self._claimed(target) or not self.inferred.may_step():
+            return True
+        module = self._enclosing_module(target)
+        if module is not None:  # blocks compiled one by one: the module's call is the step
+            self._adopt(module)
+            if self.inferred.start(self._shape(args, kwargs)):
+                self._module_step = module
+            return True
+        if self.inferred.start(self._shape(args, kwargs)):
+            local.step_call = depth + 1
+        return True
+
+    def _leave(self) -> None:
+        local = self._local
+        depth = local.__dict__.get("depth", 1) - 1
+        local.depth = depth
+        if depth == 0 and local.__dict__.get("step_call"):
+            local.step_call = 0
+            self.inferred.end()
+
+    @staticmethod
+    def _claimed(target: Any) -> bool:
+        return any(predicate(target) for predicate in _CLAIMED)
+
+    def _shape(self, args: Any, kwargs: Any) -> list[int] | None:
+        shape = first_tensor_shape(self.torch, args, kwargs, _SHAPE_NAMES)
+        return [int(s) for s in shape] if shape is not None else None
+
+    # -- the eager module around compiled blocks ---------------------------------------------------
+
+    def _enclosing_module(self, target: Any) -> Any:
+        """The outermost module whose call (running eagerly) holds this compiled call."""
+        code = self._call_impl_code
+        found = None
+        frame: FrameType | None = sys._getframe(2)
+        while frame is not None:
+            if frame.f_code is code:
+                module = frame.f_locals.get("self")
+                if module is not target and getattr(module, "_orig_mod", None) is not target:
+                    found = module
+            frame = frame.f_back
+        return found
+
+    def _adopt(self, module: Any) -> None:
+        if id(module) in self._step_modules:
+            return
+        self._step_modules[id(module)] = module
+        module.register_forward_pre_hook(self._module_pre)
+        module.register_forward_hook(self._module_post, always_call=True)
+
+    def _on_module_pre(self, module: Any, args: Any) -> None:
+        local = self._local
+        if local.__dict__.get("module_depth", 0):
+            local.module_depth += 1
+            return
+        local.module_depth = 1
+        if self._module_step is not None:  # the first call's step, left open: it ends here
+            self._module_step = None
+            self.inferred.end()
+        if not self.inferred.stepping and self.inferred.may_step():
+            if self.inferred.start(self._shape(args, {})):
+                self._module_step = module
+
+    def _on_module_post(self, module: Any, args: Any, output: Any) -> None:
+        local = self._local
+        depth = local.__dict__.get("module_depth", 0)
+        if depth <= 0:
+            return  # the first call: its pre-hook was registered while it ran
+        local.module_depth = depth - 1
+        if depth == 1 and self._module_step is module:
+            self._module_step = None
+            self.inferred.end()
+
+
+def install(session: Session) -> None:
+    global _FALLBACK
+    fallback = CompiledCalls(session)
+    fallback.install()
+    _FALLBACK = fallback

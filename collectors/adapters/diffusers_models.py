@@ -1,0 +1,131 @@
+"""A diffusers model (`ModelMixin`) called outside any pipeline: each outermost call is one step.
+
+A hand-written denoising loop over `WanTransformer3DModel` or a UNet has no pipeline call to
+take requests and steps from, but each call of the model is one denoising step. Every model
+gets a forward pre-hook and an always-called forward hook as it is built (`ModelMixin.__init__`
+is wrapped). A call is a step when it is the outermost model call on the program's thread, no
+pipeline call is running (inside one, the pipeline hooks in diffusers.py find the steps, as
+before) and no other adapter drives the boundaries. Autoencoders (models with `encode` and
+`decode`) are not steps. Requests are inferred (adapters/inferred.py): a new latent shape, a
+scheduler's `set_timesteps` (any diffusers scheduler), or a long pause between calls starts one.
+The shape reported is the latent's frames x height x width (height x width for images).
+
+The hooks stay out of what the program compiles: they are module-level functions (a pickled
+model still pickles) that Dynamo is told to skip as frames, that run their work under
+`torch._dynamo.disable`, and that do nothing while Dynamo traces. `torch.compile(model)` and
+`model.compile()` call a model's own hooks inside the compiled callable's frame callback, which
+is why they must be invisible there; per-block compilation (`compile_repeated_blocks`) calls them
+eagerly. A model called from inside a compiled graph (a compiled function that calls the model)
+has Dynamo trace its `_call_impl`, hooks included: they are then no-ops, but Dynamo guards on the
+hook dicts it read.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from typing import TYPE_CHECKING, Any
+
+from . import compiled_calls
+from .inferred import RANK_MODEL_CALLS, InferredSteps, first_tensor_shape, outside_dynamo
+from .inferred import skip_code as _skip_code
+
+if TYPE_CHECKING:
+    from ..session import Session
+    from .diffusers import DiffusersAdapter
+
+ADAPTER_NAME = "diffusers model calls (inferred)"
+_WHERE = "adapter.diffusers-models"
+_SHAPE_NAMES = ("hidden_states", "sample", "latents", "x")
+_WRAPPED = "__diag_diffusers_models__"
+
+_MODELS: ModelCalls | None = None
+_is_compiling: Any = None
+
+
+def _model_pre_hook(module: Any, args: Any, kwargs: Any) -> None:
+    if _is_compiling is None or _is_compiling() or _MODELS is None:
+        return None
+    _MODELS.on_pre(module, args, kwargs)
+    return None
+
+
+def _model_post_hook(module: Any, args: Any, output: Any) -> None:
+    if _is_compiling is None or _is_compiling() or _MODELS is None:
+        return None
+    _MODELS.on_post(module)
+    return None
+
+
+class ModelCalls:
+    def __init__(self, session: Session, adapter: DiffusersAdapter) -> None:
+        self.session = session
+        self.torch = session.torch
+        self.adapter = adapter
+        self.inferred = InferredSteps(session, ADAPTER_NAME, RANK_MODEL_CALLS)
+        self._local = threading.local()
+        self.on_pre = outside_dynamo(self.torch, self._on_pre)
+        self.on_post = outside_dynamo(self.torch, self._on_post)
+
+    def install(self, base: type) -> None:
+        original = base.__dict__.get("__init__")
+        if original is None or getattr(original, _WRAPPED, False):
+            return
+        guarded = self.session.guarded
+        hook = self.hook
+
+        @functools.wraps(original)
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            original(self, *args, **kwargs)
+            guarded(_WHERE, hook, self)
+
+        setattr(__init__, _WRAPPED, True)
+        base.__init__ = __init__  # type: ignore[misc]
+        compiled_calls.claim(lambda target: isinstance(target, base))
+
+    def hook(self, model: Any) -> None:
+        if callable(getattr(model, "encode", None)) and callable(getattr(model, "decode", None)):
+            return  # an autoencoder: its calls are no denoising steps
+        model.register_forward_pre_hook(_model_pre_hook, with_kwargs=True)
+        model.register_forward_hook(_model_post_hook, always_call=True)
+
+    def _on_pre(self, model: Any, args: Any, kwargs: Any) -> None:
+        local = self._local
+        depth = local.__dict__.get("depth", 0)
+        local.depth = depth + 1
+        if depth or self.adapter.call is not None:
+            return  # a model inside a model, or inside a pipeline call (its steps are known)
+        shape = first_tensor_shape(self.torch, args, kwargs, _SHAPE_NAMES)
+        if self.inferred.start(_latent_shape(shape)):
+            local.stepping = True
+
+    def _on_post(self, model: Any) -> None:
+        local = self._local
+        depth = local.__dict__.get("depth", 0) - 1
+        local.depth = max(depth, 0)
+        if depth <= 0 and local.__dict__.get("stepping"):
+            local.stepping = False
+            self.inferred.end()
+
+
+def _latent_shape(shape: Any) -> list[int] | None:
+    """[frames, height, width] of a video latent (B, C, F, H, W), [height, width] of an image's."""
+    if shape is None:
+        return None
+    dims = [int(s) for s in shape]
+    if len(dims) == 5:
+        return dims[2:]
+    if len(dims) == 4:
+        return dims[2:]
+    return dims
+
+
+def install(session: Session, adapter: DiffusersAdapter, base: type) -> None:
+    global _MODELS, _is_compiling
+    torch = session.torch
+    _skip_code(torch, _model_pre_hook.__code__)
+    _skip_code(torch, _model_post_hook.__code__)
+    _is_compiling = torch.compiler.is_compiling
+    models = ModelCalls(session, adapter)
+    _MODELS = models
+    models.install(base)

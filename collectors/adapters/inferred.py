@@ -1,0 +1,186 @@
+"""Steps and requests inferred from a program's outermost calls, for programs no adapter knows.
+
+Two adapters infer: diffusers models called outside any pipeline (`diffusers.py`) and, for any
+other program, the outermost calls into compiled code (`compiled_calls.py`). Each outermost call
+is one step. Requests are not visible in such a program, so they are inferred: a new request
+starts at the first step, and then when
+
+- the step's input shape differs from the previous step's (a new resolution),
+- a diffusers scheduler's `set_timesteps` ran since the previous step (a new denoising loop),
+- or the pause since the previous step ended is much longer than the request's steps
+  (more than PAUSE_FACTOR times their median and more than PAUSE_FLOOR_S).
+
+A request ends when the next one starts, or at exit. An inferring adapter yields to any adapter
+that knows the boundaries (the `adapter` event is written again with the new name; the inferred
+step and request open at that moment are closed) and to one that infers better (a diffusers
+model's calls over the compiled calls inside it): see `Session.announce_adapter`.
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..session import Session
+
+#: Ranks passed to `Session.announce_adapter`: a higher one replaces a lower one.
+RANK_COMPILED_CALLS = 0
+RANK_MODEL_CALLS = 1
+
+PAUSE_FLOOR_S = 1.0
+PAUSE_FACTOR = 10.0
+
+_ACTIVE: list[InferredSteps] = []
+
+
+def mark_request_boundary() -> None:
+    """A denoising loop starts (a scheduler's `set_timesteps`): the next step opens a request."""
+    for inferred in _ACTIVE:
+        inferred.boundary = True
+
+
+class InferredSteps:
+    """Step and request boundaries from outermost calls, on the thread that made the first."""
+
+    def __init__(self, session: Session, name: str, rank: int) -> None:
+        self.session = session
+        self.name = name
+        self.rank = rank
+        self.silent = False
+        self.boundary = False
+        self.owner: int | None = None
+        self._request: str | None = None
+        self._open = False
+        self._shape: list[int] | None = None
+        self._start_ns = 0
+        self._last_end_ns: int | None = None
+        self._walls: list[float] = []
+        _ACTIVE.append(self)
+
+    def may_step(self) -> bool:
+        """Whether a call now may be a step: nobody else drives the boundaries, no step is open."""
+        if self.silent:
+            return False
+        session = self.session
+        if session.adapter is not None and session.adapter_rank > self.rank:
+            self.stand_down()
+            return False
+        steps = session.steps
+        if steps is None or steps.step_index is not None:
+            return False
+        if steps.request_id is not None and steps.request_id != self._request:
+            return False  # a request someone else opened
+        ident = threading.get_ident()
+        if self.owner is None:
+            self.owner = ident
+        return self.owner == ident
+
+    def start(self, shape: list[int] | None) -> bool:
+        """Open a step (and a request when one is inferred to begin); False when not ours."""
+        if not self.may_step():
+            return False
+        self.session.announce_adapter(self.name, self.rank, self.stand_down)
+        if self.silent:
+            return False
+        steps = self.session.steps
+        now = time.monotonic_ns()
+        if (
+            self._request is None
+            or steps.request_id != self._request
+            or shape != self._shape
+            or self.boundary
+            or self._paused(now)
+        ):
+            if self._request is not None and steps.request_id == self._request:
+                steps.request_end()
+            self._request = steps.request_start(None, shape, None)
+            self._walls = []
+        self.boundary = False
+        self._shape = shape
+        steps.step_start(None, shape)
+        self._open = True
+        self._start_ns = time.monotonic_ns()
+        return True
+
+    def end(self) -> None:
+        """Close the step this adapter opened (if it is still the open one)."""
+        if not self._open:
+            return
+        self._open = False
+        steps = self.session.steps
+        if steps.step_index is not None and steps.request_id == self._request:
+            steps.step_end()
+        now = time.monotonic_ns()
+        self._walls.append((now - self._start_ns) / 1e9)
+        self._last_end_ns = now
+
+    @property
+    def stepping(self) -> bool:
+        return self._open
+
+    def _paused(self, now: int) -> bool:
+        if self._last_end_ns is None or not self._walls:
+            return False
+        gap = (now - self._last_end_ns) / 1e9
+        return gap > PAUSE_FLOOR_S and gap > PAUSE_FACTOR * statistics.median(self._walls)
+
+    def stand_down(self) -> None:
+        """Another adapter drives the boundaries from now on: close what is open, then stay out."""
+        if self.silent:
+            return
+        self.silent = True
+        steps = self.session.steps
+        if steps is None or self._request is None or steps.request_id != self._request:
+            return
+        if self._open:
+            self._open = False
+            steps.step_end()
+        steps.request_end()
+
+
+def outside_dynamo(torch: Any, body: Callable[..., Any]) -> Callable[..., Any]:
+    """`body` as a function that Dynamo neither compiles nor lets compile what it calls.
+
+    A hook on a module whose call Dynamo's frame callback covers (`torch.compile(model)` calls
+    the model's own hooks inside it, `model.compile()` too) would otherwise be examined as a
+    frame, and everything it calls with it. The returned shim is marked for Dynamo to skip, and
+    runs `body` under `torch._dynamo.disable`; while Dynamo traces (the module called inside a
+    compiled graph) the shim does nothing at all.
+    """
+    disabled = torch._dynamo.disable(body)
+    is_compiling = torch.compiler.is_compiling
+
+    def shim(*args: Any, **kwargs: Any) -> Any:
+        if is_compiling():
+            return None
+        return disabled(*args, **kwargs)
+
+    skip_code(torch, shim.__code__)
+    return shim
+
+
+def skip_code(torch: Any, code: Any) -> None:
+    """Never let Dynamo take `code` as a frame to compile (diag's wrappers around compiled code)."""
+    from torch._dynamo.eval_frame import skip_code as dynamo_skip_code
+
+    dynamo_skip_code(code)
+
+
+def first_tensor_shape(torch: Any, args: Any, kwargs: Any, names: tuple[str, ...]) -> Any:
+    """The shape of a call's input: the named keyword arguments first, then the first tensor."""
+    tensor = torch.Tensor
+    for name in names:
+        value = kwargs.get(name)
+        if isinstance(value, tensor):
+            return value.shape
+    for value in args:
+        if isinstance(value, tensor):
+            return value.shape
+    for value in kwargs.values():
+        if isinstance(value, tensor):
+            return value.shape
+    return None
