@@ -15,7 +15,9 @@ from typing import Any
 from diag.profiles import StepProfile, step_profiles
 from diag.run import RunData
 
-#: A step is offload-bound when copies (or CPU syncs waiting for them) take at least this share.
+#: A step is offload-bound when copies take at least this share of its GPU window, or outlast
+#: compute while the GPU is busy at least this share of it (a mostly idle GPU is bound by
+#: something else: the CPU, launches, waiting for input).
 BOUND_SHARE = 0.5
 
 
@@ -70,13 +72,18 @@ def breakdown(profile: StepProfile) -> StepOffload:
             copies[direction].append(_interval(activity))
             copy_bytes[direction] += activity.bytes
     span = profile.span_s
+    window = profile.gpu_span_s
     kernel_s = union_s(kernels)
     copy_s = {direction: union_s(spans) for direction, spans in copies.items()}
     copy_union = union_s([i for spans in copies.values() for i in spans])
     busy = union_s(kernels + [i for spans in copies.values() for i in spans])
     sync_s = sum(s.dur for s in profile.syncs) / 1e6
-    bound = span > 0 and (copy_union >= kernel_s or copy_union >= BOUND_SHARE * span)
-    bound = bound and copy_union > 0
+    busy_enough = busy >= BOUND_SHARE * window
+    bound = (
+        window > 0
+        and copy_union > 0
+        and (copy_union >= BOUND_SHARE * window or (copy_union >= kernel_s and busy_enough))
+    )
     return StepOffload(
         request_id=profile.request_id,
         step=profile.step,
@@ -87,9 +94,10 @@ def breakdown(profile: StepProfile) -> StepOffload:
         copy_s=dict(copy_s),
         copy_bytes=dict(copy_bytes),
         sync_s=sync_s,
-        idle_s=max(0.0, span - busy),
+        idle_s=max(0.0, window - busy),
         bound=bound,
-        max_gain_s=max(0.0, span - copy_union),
+        # Compiling shrinks compute only, and the step cannot go below its copies.
+        max_gain_s=max(0.0, min(kernel_s, window - copy_union)),
     )
 
 

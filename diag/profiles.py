@@ -41,6 +41,10 @@ class StepProfile:
     cpu_ops: list[Any] = field(default_factory=list)  # diag.kineto.CpuOp
     syncs: list[Any] = field(default_factory=list)  # diag.kineto.Sync
     annotations: list[Any] = field(default_factory=list)  # diag.kineto.Annotation
+    #: When the GPU could start on this step: the end of the previous step's GPU work when the
+    #: GPU runs behind the CPU, or the first GPU activity of a trace cut into no steps. GPU time
+    #: before it belongs to earlier work, not to this step's idle.
+    gpu_from_ts: float | None = None
 
     @property
     def key(self) -> tuple[int | None, str, int]:
@@ -56,6 +60,21 @@ class StepProfile:
         """From the step's start to the end of the last GPU work it launched."""
         end: float = max([self.end_ts, *(a.ts + a.dur for a in self.activities)])
         return max(0.0, end - self.start_ts) / 1e6
+
+    @property
+    def gpu_end_ts(self) -> float | None:
+        """The end of the last GPU work this step launched; None without GPU work."""
+        return max((a.ts + a.dur for a in self.activities), default=None)
+
+    @property
+    def gpu_span_s(self) -> float:
+        """The step's GPU window: from when the GPU could start on it (its start, or later when
+        earlier work still ran) to the end of its GPU work. Idle is measured inside it."""
+        end = self.gpu_end_ts
+        if end is None:
+            return 0.0
+        start = max(self.start_ts, self.gpu_from_ts or self.start_ts)
+        return max(0.0, end - start) / 1e6
 
 
 def step_profiles(run: RunData, progress: ProgressCallback | None = None) -> list[StepProfile]:
@@ -168,6 +187,14 @@ def cut_window(
             found = owner(record.ts)
             if found is not None:
                 getattr(found, attr).append(record)
+    # A GPU that runs a step behind the CPU starts a step when the previous one's work ends.
+    previous_end: float | None = None
+    for profile in profiles:
+        if previous_end is not None and previous_end > profile.start_ts:
+            profile.gpu_from_ts = previous_end
+        end = profile.gpu_end_ts
+        if end is not None:
+            previous_end = end if previous_end is None else max(previous_end, end)
     return profiles
 
 
@@ -225,7 +252,8 @@ def profiles_from_kineto(label: str, trace: Any, pid: int = 0) -> list[StepProfi
         (a for a in trace.annotations if a.name.startswith("ProfilerStep#")), key=lambda a: a.ts
     )
     bounds = [(a.ts, a.ts + a.dur, step_number(a.name, n)) for n, a in enumerate(marks)]
-    if not bounds:
+    whole = not bounds
+    if whole:
         bounds = [(trace.start_ts, trace.end_ts, 0)]
     process = Process(pid, None, Path(trace.path).parent, [], {}, ended=True)
     steps = [
@@ -233,7 +261,12 @@ def profiles_from_kineto(label: str, trace: Any, pid: int = 0) -> list[StepProfi
         for start, end, index in bounds
     ]
     spans = [(start, end) for start, end, _ in bounds]
-    return cut_window(label, process, Path(trace.path).name, trace, steps, spans)
+    profiles = cut_window(label, process, Path(trace.path).name, trace, steps, spans)
+    if whole and profiles and profiles[0].activities:
+        # No steps: the CPU side before the first GPU work (start-up, data loading) is not GPU
+        # idle; the window is the GPU's own, first activity to last, as HTA measures it.
+        profiles[0].gpu_from_ts = min(a.ts for a in profiles[0].activities)
+    return profiles
 
 
 def step_number(name: str, ordinal: int) -> int:
