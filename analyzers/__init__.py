@@ -23,6 +23,7 @@ REGISTRY: dict[str, str] = {
     "cache-bloat": "cache_bloat",
     "graph-breaks": "graph_breaks",
     "dynamic-shapes": "dynamic_shapes",
+    "compile-time": "compile_time",
     "warmup-hygiene": "hygiene",
     "magi-compile": "magi",
     "kernel-routing": "kernel_routing",

@@ -135,13 +135,14 @@ class Session:
         )
         if self.stance == "force_eager":
             self.guarded("stance", torch.compiler.set_stance, "force_eager")
-        from . import cache, compiles, hygiene, profiling, shapes, steps
+        from . import cache, compile_timing, compiles, hygiene, profiling, shapes, steps
         from .adapters import install_adapters
 
         self.compiles = self.guarded("compiles", compiles.CompileCollector.install, self)
         self.cache = self.guarded("cache", cache.CacheCollector, self)
         self.profiler = self.guarded("profiling", profiling.ProfilerWindows.install, self)
         self.shapes = self.guarded("shapes", shapes.ShapeCollector.install, self)
+        self.guarded("compile_timing", compile_timing.CompileTiming.install, self)
         self.steps = steps.StepTracker(self)
         self.guarded("hygiene", hygiene.install, self)
         from . import crash

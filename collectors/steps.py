@@ -8,15 +8,24 @@ adds no sync to the program's step loop.
 
 from __future__ import annotations
 
+import os
 import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
+
+from diag.traceformat import ENV_WARMUP_REQUESTS
 
 if TYPE_CHECKING:
     from .session import Session
 
 PHASE_WARMUP = "warmup"
 PHASE_LIVE = "live"
+
+
+def warmup_requests_from_env() -> int:
+    """`diag record --warmup-requests N`: N, or 0 (none counted) when unset or malformed."""
+    value = os.environ.get(ENV_WARMUP_REQUESTS, "")
+    return int(value) if value.isdigit() else 0
 
 
 class StepTracker:
@@ -35,6 +44,10 @@ class StepTracker:
         self._gpu_start: Any = None
         self._cpu_start = 0
         self._pending_gpu: deque[tuple[str | None, int, Any, Any]] = deque()
+        # --warmup-requests: how many of the first requests are warmup, and whether the open
+        # request is one that this count (not the program) put in the warmup phase.
+        self.warmup_requests = warmup_requests_from_env()
+        self._counted_warmup = False
 
     # -- position, attached to compile events ---------------------------------------------------
 
@@ -61,6 +74,11 @@ class StepTracker:
         if self.request_id is not None:
             self.request_end()
         self.request_seq += 1
+        if self.request_seq <= self.warmup_requests and self.phase != PHASE_WARMUP:
+            # One of the first N requests of the process (every request counts, those the
+            # program itself marks as warmup too): warmup, whoever reported it.
+            self.set_phase(PHASE_WARMUP)
+            self._counted_warmup = True
         self.request_id = (
             request_id or f"{'w' if self.phase == PHASE_WARMUP else 'r'}{self.request_seq}"
         )
@@ -85,6 +103,9 @@ class StepTracker:
             self.session.guarded("profiling.request_end", profiler.on_request_end, self)
         self.request_id = None
         self.request_shape = None
+        if self._counted_warmup:
+            self._counted_warmup = False
+            self.set_phase(PHASE_LIVE)
 
     def step_start(self, index: int | None = None, shape: list[int] | None = None) -> None:
         if self.step_index is not None:

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from diag.status import Visibility
 
 SEVERITIES = ("error", "warning", "info")
 _RANK = {name: i for i, name in enumerate(SEVERITIES)}
@@ -42,25 +45,41 @@ def sort_findings(findings: list[Finding]) -> list[Finding]:
 
 
 def findings_to_json(
-    findings: list[Finding], trace: str, warnings: list[str] | None = None
+    findings: list[Finding],
+    trace: str,
+    warnings: list[str] | None = None,
+    visibility: Visibility | None = None,
 ) -> str:
+    """The JSON document of docs/FINDINGS.md: the recording's `status` and `notices` (with a
+    visibility), the counts, the findings, and the reader's `warnings` about the input."""
     counts = {s: sum(1 for f in findings if f.severity == s) for s in SEVERITIES}
-    payload = {
+    payload: dict[str, Any] = {
         "format": "diag-findings",
         "version": 1,
         "trace": trace,
-        "counts": counts,
-        "findings": [asdict(f) for f in sort_findings(findings)],
-        # What the reader skipped or could not see (the lines `diag: warning:` on stderr).
-        "warnings": list(warnings or []),
     }
+    if visibility is not None:
+        payload.update(visibility.as_dict())
+    payload["counts"] = counts
+    payload["findings"] = [asdict(f) for f in sort_findings(findings)]
+    payload["warnings"] = list(warnings or [])
     return json.dumps(payload, indent=1, default=str)
 
 
-def findings_to_text(findings: list[Finding]) -> str:
-    if not findings:
-        return "No findings: nothing compiled after warmup and no problem was detected."
+def findings_to_text(findings: list[Finding], visibility: Visibility | None = None) -> str:
+    """The findings, headed by the recording's status and what diag could not see in it.
+
+    "No findings" is an all-clear only when the recording is complete and nothing stands in
+    its way; otherwise it says what was seen and what was not."""
     lines = []
+    if visibility is not None:
+        from diag.status import status_lines
+
+        lines.extend(status_lines(visibility))
+        lines.append("")
+    if not findings:
+        lines.append(_no_findings(visibility))
+        return "\n".join(lines)
     for finding in sort_findings(findings):
         lines.append(f"{finding.severity.upper():7} [{finding.analyzer}] {finding.title}")
         if finding.location:
@@ -71,4 +90,21 @@ def findings_to_text(findings: list[Finding]) -> str:
         lines.append("")
     counts = ", ".join(f"{sum(1 for f in findings if f.severity == s)} {s}" for s in SEVERITIES)
     lines.append(f"{len(findings)} finding(s): {counts}")
+    if visibility is not None and not visibility.all_clear_possible:
+        from diag.status import not_seen_summary
+
+        lines.append(f"not seen: {not_seen_summary(visibility)} (see the notices above)")
     return "\n".join(lines)
+
+
+def _no_findings(visibility: Visibility | None) -> str:
+    from diag.status import IMPORTED, not_seen_summary
+
+    if visibility is not None and visibility.status.status == IMPORTED and not visibility.notices:
+        return "No findings: no problem was detected in what the imported trace holds."
+    if visibility is None or visibility.all_clear_possible:
+        return "No findings: nothing compiled after warmup and no problem was detected."
+    return (
+        "No findings in what was recorded, which is not an all-clear: "
+        f"{not_seen_summary(visibility)} (see the notices above)."
+    )

@@ -3,11 +3,15 @@
 The child gets diag's bootstrap first on PYTHONPATH (a sitecustomize that chains to the user's
 and starts the collectors on the first `import torch`) and the DIAG_* variables; its stdin,
 stdout and stderr are the launcher's own, untouched. The launcher, not the child, finishes the
-manifest, so a child killed by SIGKILL still leaves a readable trace marked `killed`.
+manifest, so a child killed by SIGKILL still leaves a readable trace marked `killed`, and a
+command that cannot start leaves one marked `failed-to-start` (never `running`). Signals sent to
+the launcher's pid are passed on to the child; a terminal's own Ctrl-C, which the child got
+too, is not sent twice.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shutil
@@ -30,9 +34,11 @@ from diag.traceformat import (
     ENV_STEP_FN,
     ENV_TRACE_DIR,
     ENV_WARMUP_FN,
+    ENV_WARMUP_REQUESTS,
     MANIFEST,
     STATUS_COMPLETE,
     STATUS_CRASHED,
+    STATUS_FAILED_TO_START,
     STATUS_KILLED,
     STATUS_RUNNING,
     TORCH_TRACE_DIR,
@@ -60,6 +66,13 @@ class RecordOptions:
     step_fn: str | None = None
     request_fn: str | None = None
     warmup_fn: str | None = None
+    warmup_requests: int | None = None
+
+
+class LaunchError(DiagError):
+    """The command could not be started; the trace is finished as `failed-to-start`."""
+
+    trace_dir: Path | None = None
 
 
 @dataclass
@@ -125,6 +138,10 @@ def child_environment(options: RecordOptions, trace_dir: Path, label: str) -> di
             env[name] = value
         else:
             env.pop(name, None)
+    if options.warmup_requests:
+        env[ENV_WARMUP_REQUESTS] = str(options.warmup_requests)
+    else:
+        env.pop(ENV_WARMUP_REQUESTS, None)
     if options.torch_trace:
         env["TORCH_TRACE"] = str((run_dir(trace_dir, label) / TORCH_TRACE_DIR).resolve())
     return env
@@ -138,30 +155,80 @@ def _terminal_delivers_sigint() -> bool:
         return False
 
 
-def run_child(command: list[str], env: dict[str, str], label: str) -> RunOutcome:
-    started = time.monotonic()
-    try:
-        child = subprocess.Popen(command, env=env)
-    except FileNotFoundError:
-        raise DiagError(f"command not found: {command[0]}", exit_code=127) from None
-    except PermissionError:
-        raise DiagError(f"command not executable: {command[0]}", exit_code=126) from None
+#: Signals the launcher passes on to the child: a supervisor or `timeout` signals diag's pid.
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+#: si_code of a signal the kernel sent: a terminal's Ctrl-C, Ctrl-\ or hang-up.
+_SI_KERNEL = 0x80
 
+
+def _already_delivered(si_code: int) -> bool:
+    """A terminal's own signal went to the whole foreground group, the child included: sending
+    it again would interrupt the child's clean-up. A signal sent to diag's pid (kill, timeout,
+    a supervisor) reached diag alone and must be passed on."""
+    return si_code == _SI_KERNEL and _terminal_delivers_sigint()
+
+
+def _launch(command: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    try:
+        return subprocess.Popen(command, env=env)
+    except FileNotFoundError:
+        raise LaunchError(f"command not found: {command[0]}", exit_code=127) from None
+    except PermissionError:
+        raise LaunchError(f"command not executable: {command[0]}", exit_code=126) from None
+    except OSError as exc:  # ENOEXEC (not a program), a bad interpreter line...
+        raise LaunchError(
+            f"cannot run {command[0]}: {exc.strerror or exc}", exit_code=126
+        ) from None
+
+
+def _wait_forwarding(child: subprocess.Popen[bytes]) -> int:
+    """Wait for the child, passing on the signals diag receives meanwhile.
+
+    The signals are blocked and taken with sigtimedwait, which tells who sent each one
+    (`si_code`): a handler cannot tell a terminal's Ctrl-C, which the child got too, from
+    `kill -INT <diag's pid>`, which only diag got. A signal diag was started with ignored stays
+    ignored (the child inherited that too). SIGCHLD wakes the wait when the child ends."""
+    if not hasattr(signal, "sigtimedwait"):  # not Linux: handlers, and the terminal guess
+        return _wait_with_handlers(child)
+    wanted = {sig for sig in FORWARDED if signal.getsignal(sig) is not signal.SIG_IGN}
+    waited = wanted | {signal.SIGCHLD}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, waited)
+    try:
+        while True:
+            code = child.poll()
+            if code is not None:
+                return code
+            info = signal.sigtimedwait(waited, 1.0)
+            if info is None or info.si_signo == signal.SIGCHLD:
+                continue
+            if not _already_delivered(info.si_code):
+                with contextlib.suppress(ProcessLookupError):
+                    child.send_signal(info.si_signo)
+    finally:
+        while signal.sigtimedwait(waited, 0) is not None:
+            pass  # a signal that came as the child ended: it has no one left to reach
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _wait_with_handlers(child: subprocess.Popen[bytes]) -> int:
     def forward(signum: int, frame: Any) -> None:
         if signum == signal.SIGINT and _terminal_delivers_sigint():
-            return  # the child got this Ctrl-C itself; let it stop cleanly
-        try:
+            return  # most likely the terminal's Ctrl-C, which the child got itself
+        with contextlib.suppress(ProcessLookupError):
             child.send_signal(signum)
-        except ProcessLookupError:
-            pass
 
-    forwarded = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
-    previous = {sig: signal.signal(sig, forward) for sig in forwarded}
+    previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
     try:
-        code = child.wait()
+        return child.wait()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+def run_child(command: list[str], env: dict[str, str], label: str) -> RunOutcome:
+    started = time.monotonic()
+    child = _launch(command, env)
+    code = _wait_forwarding(child)
     duration = time.monotonic() - started
     if code < 0:
         name = signal.Signals(-code).name
@@ -188,9 +255,12 @@ def record(options: RecordOptions) -> tuple[Path, list[RunOutcome]]:
             "step_fn": options.step_fn,
             "request_fn": options.request_fn,
             "warmup_fn": options.warmup_fn,
+            "warmup_requests": options.warmup_requests,
         },
     )
     manifest["started"] = _iso_now()
+    # Lets a reader tell "still recording" from "the launcher died" (docs/FORMAT.md).
+    manifest["launcher_pid"] = os.getpid()
     write_manifest(trace_dir, manifest)
     labels = ["compiled"] + (["eager"] if options.baseline == "eager" else [])
     outcomes: list[RunOutcome] = []
@@ -204,7 +274,14 @@ def record(options: RecordOptions) -> tuple[Path, list[RunOutcome]]:
         }
         manifest["runs"].append(entry)
         write_manifest(trace_dir, manifest)
-        outcome = run_child(options.command, child_environment(options, trace_dir, label), label)
+        try:
+            outcome = run_child(
+                options.command, child_environment(options, trace_dir, label), label
+            )
+        except LaunchError as exc:
+            _finish_failed_launch(trace_dir, manifest, entry, exc)
+            exc.trace_dir = trace_dir
+            raise
         entry.update(
             ended=_iso_now(),
             status=outcome.status,
@@ -223,6 +300,23 @@ def record(options: RecordOptions) -> tuple[Path, list[RunOutcome]]:
     manifest["versions"] = process_versions(trace_dir)
     write_manifest(trace_dir, manifest)
     return trace_dir, outcomes
+
+
+def _finish_failed_launch(
+    trace_dir: Path, manifest: dict[str, Any], entry: dict[str, Any], error: LaunchError
+) -> None:
+    """Nothing ran: the trace says so (`failed-to-start`) rather than staying `running`."""
+    entry.update(
+        ended=_iso_now(),
+        status=STATUS_FAILED_TO_START,
+        exit_code=error.exit_code,
+        signal=None,
+        duration_s=0.0,
+        error=str(error),
+    )
+    manifest["status"] = STATUS_FAILED_TO_START
+    manifest["ended"] = entry["ended"]
+    write_manifest(trace_dir, manifest)
 
 
 def _overall(outcomes: list[RunOutcome]) -> str:

@@ -64,16 +64,52 @@ class RunSummary:
             f"run {self.label}: {self.processes} process(es), adapter: {adapter}",
             f"  {self.requests['live']} live request(s), {self.steps['live']} live step(s); "
             f"warmup {self.requests['warmup']} request(s), {self.steps['warmup']} step(s)",
-            f"  {self.compiles} compile(s); after warmup: {self.live_compiles} compile(s), "
-            f"{self.live_recompiles} recompile(s), {self.limit_hits} recompile-limit hit(s); "
+            f"  {self.compiles} compile(s); {self._live_compiles_text()}; "
             f"{self.graph_breaks} graph break(s); {self.profile_windows} profile window(s)",
         ]
+        text.extend(self._not_seen())
         if self.magi_compile:
             text.append("  magi_compile in use: its recompiles are invisible to Dynamo's logs")
         if self.collector_errors:
             text.append(f"  {self.collector_errors} collector error(s): see collector_error events")
         text.extend(f"  bootstrap error: {line}" for line in self.bootstrap_errors[:3])
         return text
+
+    def _live_compiles_text(self) -> str:
+        counts = (
+            f"{self.live_compiles} compile(s), {self.live_recompiles} recompile(s), "
+            f"{self.limit_hits} recompile-limit hit(s)"
+        )
+        if not self.processes or not any(self.requests.values()):
+            return f"{self.limit_hits} recompile-limit hit(s); live traffic not identified"
+        if not self.requests["warmup"]:
+            return f"in requests (no warmup identified): {counts}"
+        return f"after warmup: {counts}"
+
+    def _not_seen(self) -> list[str]:
+        """What diag could not see in this run, and how to show it (diag.status has the rest)."""
+        from diag.status import HOW_STEPS, HOW_WARMUP
+
+        if not self.processes:
+            if self.bootstrap_errors:
+                return ["  NOT RECORDED: torch ran without diag's collectors (see the error below)"]
+            return [
+                "  NOT RECORDED: no process of this run imported torch under diag's bootstrap, "
+                "so nothing it compiled was seen"
+            ]
+        if self.bootstrap_errors:
+            return [
+                f"  NOT RECORDED: {len(self.bootstrap_errors)} process(es) ran torch without "
+                "diag's collectors (bootstrap error below)"
+            ]
+        if not any(self.requests.values()):
+            return [
+                "  no steps or requests identified: diag cannot tell warmup from live traffic; "
+                + HOW_STEPS
+            ]
+        if not self.requests["warmup"]:
+            return ["  no warmup identified: every request counts as live; " + HOW_WARMUP]
+        return []
 
 
 def summarize_run(run_path: Path) -> RunSummary:

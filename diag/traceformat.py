@@ -32,11 +32,15 @@ ENV_PROFILE = "DIAG_PROFILE"
 ENV_STEP_FN = "DIAG_STEP_FN"
 ENV_REQUEST_FN = "DIAG_REQUEST_FN"
 ENV_WARMUP_FN = "DIAG_WARMUP_FN"
+# The first N requests of each process are warmup (diag record --warmup-requests N).
+ENV_WARMUP_REQUESTS = "DIAG_WARMUP_REQUESTS"
 
 STATUS_RUNNING = "running"
 STATUS_COMPLETE = "complete"
 STATUS_CRASHED = "crashed"
 STATUS_KILLED = "killed"
+# The command could not be started (not found, not executable): nothing ran.
+STATUS_FAILED_TO_START = "failed-to-start"
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 

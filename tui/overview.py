@@ -15,6 +15,7 @@ from textual.widgets import Static
 
 from diag.findings import SEVERITIES, Finding
 from diag.run import RunData, Trace
+from diag.status import assess
 
 from .cells import field, lines, seconds, text
 from .evidence import evidence_for
@@ -52,7 +53,7 @@ class FindingsView(TableView):
     def make_table(self) -> RowTable:
         return FindingsTable(cursor_type="row", zebra_stripes=True)
 
-    def show(self, findings: list[Finding]) -> None:
+    def show(self, findings: list[Finding], all_clear: bool = True) -> None:
         seen: dict[str, int] = {}
         rows = []
         for f in findings:
@@ -60,7 +61,12 @@ class FindingsView(TableView):
             seen[f.id] = seen.get(f.id, 0) + 1
             key = f.id if seen[f.id] == 1 else f"{f.id}#{seen[f.id]}"
             rows.append(self._row(key, f))
-        self.set_rows(rows, empty="No findings: nothing compiled after warmup and no problem.")
+        empty = (
+            "No findings: nothing compiled after warmup and no problem."
+            if all_clear
+            else "No findings in what was recorded: not an all-clear (see the notices above)."
+        )
+        self.set_rows(rows, empty=empty)
 
     def _row(self, key: str, f: Finding) -> Row:
         return Row(
@@ -126,6 +132,16 @@ def metadata(trace: Trace, findings: list[Finding] | None) -> Text:
     head = field("trace", trace.path)
     head.append("   status: ", style="bold")
     head.append(str(manifest.get("status")))
+    visibility = assess(trace)  # what diag could not see comes first (diag/status.py)
+    notices: list[Text | str] = (
+        [Text(f"recording: {visibility.status.detail}", style="bold red")]
+        if not visibility.status.complete
+        else []
+    )
+    for notice in visibility.notices:
+        line = Text("NOTICE ", style="bold yellow")
+        line.append(f"{notice.message}. How: {notice.how}")
+        notices.append(line)
     head.append(f"   started: {manifest.get('started') or '?'}")
     verdict = Text("findings: ", style="bold")
     if findings is None:
@@ -147,6 +163,7 @@ def metadata(trace: Trace, findings: list[Finding] | None) -> Text:
     shown_versions = [f"{k} {versions.get(k)}" for k in ("torch", "cuda", "triton", "gpu")]
     parts: list[Text | str] = [
         head,
+        *notices,
         verdict,
         *(_run_counts(run) for run in trace.runs.values()),
         run_text,
@@ -169,4 +186,4 @@ class OverviewView(Vertical):
 
     def show(self, data: TraceData) -> None:
         self.query_one("#meta", Static).update(metadata(data.trace, data.findings))
-        self.findings.show(data.findings)
+        self.findings.show(data.findings, assess(data.trace).all_clear_possible)

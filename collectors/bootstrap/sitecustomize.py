@@ -3,11 +3,14 @@
 Python imports `sitecustomize` at start-up. This one (1) runs the sitecustomize the user already
 had, if any, and (2) when DIAG_TRACE_DIR is set, waits for the program's first `import torch`
 and only then starts diag's collectors. A program that never imports torch runs unchanged, and
-nothing of diag beyond this file is imported before torch is.
+nothing of diag beyond this file is imported before torch is. When the user's sitecustomize
+already imported torch, the collectors start at once. A process that ends with torch imported
+and no collectors running says so in the trace (bootstrap-errors.txt), never silently.
 
 This folder must hold nothing but this file: every module in it shadows the program's own.
 """
 
+import atexit
 import importlib
 import importlib.machinery
 import importlib.util
@@ -56,6 +59,27 @@ def _activate() -> None:
         _record_bootstrap_error(f"{type(exc).__name__}: {exc}")
 
 
+def _is_helper_process() -> bool:
+    """torch's own worker processes (inductor's compile workers) are not the program."""
+    argv0 = sys.argv[0] if getattr(sys, "argv", None) else ""
+    return "compile_worker" in argv0 and "_inductor" in argv0
+
+
+def _check_collectors_ran() -> None:
+    """At exit: torch ran in this process but diag never started (a hook that was bypassed,
+    torch imported some way the bootstrap could not see): leave a line for analyze to show."""
+    if "torch" not in sys.modules or _is_helper_process():
+        return
+    session = sys.modules.get("diag.collectors.session")
+    if session is not None and getattr(session, "current_session", lambda: None)() is not None:
+        return
+    if session is None:
+        _record_bootstrap_error(
+            "torch was imported but diag's collectors never started: nothing this process "
+            "compiled or ran was recorded"
+        )
+
+
 class _TorchImportHook:
     """A one-shot meta-path finder: lets torch import normally, then starts the collectors."""
 
@@ -80,8 +104,17 @@ class _TorchImportHook:
         return spec
 
 
+def _install() -> None:
+    if not os.environ.get("DIAG_TRACE_DIR"):
+        return
+    atexit.register(_check_collectors_ran)
+    if "torch" in sys.modules:  # the user's sitecustomize imported it: start now
+        _activate()
+    else:
+        sys.meta_path.insert(0, _TorchImportHook())
+
+
 try:
     _chain_user_sitecustomize()
 finally:
-    if os.environ.get("DIAG_TRACE_DIR") and "torch" not in sys.modules:
-        sys.meta_path.insert(0, _TorchImportHook())
+    _install()

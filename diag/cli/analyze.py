@@ -1,4 +1,5 @@
-"""Analyze a trace directory: findings as text (default) or documented JSON (docs/FINDINGS.md)."""
+"""Analyze a trace directory: findings as text (default) or documented JSON (docs/FINDINGS.md),
+headed by how the recording ended and what diag could not see in it (diag.status)."""
 
 from __future__ import annotations
 
@@ -49,6 +50,7 @@ class AnalyzeCommand:
         from diag.analysis import analyze, analyzer_names, check_names
         from diag.findings import findings_to_json, findings_to_text
         from diag.inputs import input_warnings, open_input
+        from diag.status import assess, status_lines
 
         if args.list:
             print("\n".join(analyzer_names()))
@@ -61,13 +63,15 @@ class AnalyzeCommand:
         for warning in warnings:
             print(f"diag: warning: {warning}", file=sys.stderr)
         findings = analyze(trace, args.only)
+        visibility = assess(trace)
         source = args.trace or args.torch_trace or args.kineto
         if args.json:
-            print(findings_to_json(findings, str(source), warnings))
+            print(findings_to_json(findings, str(source), warnings, visibility))
         elif warnings and not findings:
             # Not "No findings: ... no problem was detected": the reader said what it missed.
+            print("\n".join([*status_lines(visibility), ""]))
             print("No findings in what could be read; see the warnings above.")
         else:
-            print(findings_to_text(findings))
+            print(findings_to_text(findings, visibility))
         sys.stdout.flush()
         return 0

@@ -7,10 +7,18 @@ signal as 128+N); its output is left as it is; diag's own summary goes to stderr
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
 from diag.errors import DiagError
+
+
+def _positive_int(text: str) -> int:
+    """argparse type: a whole number >= 1."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number of requests, 1 or more")
+    return int(text)
 
 
 class RecordCommand:
@@ -57,10 +65,17 @@ class RecordCommand:
             metavar="MOD:QUALNAME",
             help="calls of this function are the warmup phase",
         )
+        parser.add_argument(
+            "--warmup-requests",
+            type=_positive_int,
+            metavar="N",
+            help="the first N requests of each process are warmup, whoever reports them "
+            "(an adapter, --request-fn, diag.api)",
+        )
         parser.add_argument("command", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
 
     def run(self, args: argparse.Namespace) -> int:
-        from diag.launcher import RecordOptions, record
+        from diag.launcher import LaunchError, RecordOptions, record
         from diag.profilespec import ProfileSpecError, parse_profile_spec
         from diag.summary import summarize
 
@@ -90,8 +105,15 @@ class RecordCommand:
             step_fn=args.step_fn,
             request_fn=args.request_fn,
             warmup_fn=args.warmup_fn,
+            warmup_requests=args.warmup_requests,
         )
-        trace_dir, outcomes = record(options)
+        try:
+            trace_dir, outcomes = record(options)
+        except LaunchError as exc:
+            raise LaunchError(
+                f"{exc.message} (nothing ran; {exc.trace_dir}/ is marked failed-to-start)",
+                exit_code=exc.exit_code,
+            ) from None
         err = sys.stderr
         last = outcomes[-1]
         first = outcomes[0]
@@ -101,7 +123,7 @@ class RecordCommand:
             else f"killed by {first.signal_name}"
         )
         print(
-            f"\ndiag: recorded {' '.join(command)!r} -> {trace_dir}/ ({ended}, "
+            f"\ndiag: recorded {shlex.join(command)} -> {trace_dir}/ ({ended}, "
             f"{sum(o.duration_s for o in outcomes):.1f} s)",
             file=err,
         )

@@ -16,6 +16,7 @@ from diag.report.html import Header, Section, render_page
 from diag.report.plot import Limits
 from diag.report.sections import build_sections
 from diag.run import Trace
+from diag.status import assess
 
 
 @dataclass
@@ -79,6 +80,10 @@ def _header(trace: Trace, hta_asked: bool, hta_used: bool) -> Header:
     if manifest.get("command"):
         facts.append(("command", _text(manifest.get("command"))))
     facts.append(("status", _text(manifest.get("status")) or "unknown"))
+    visibility = assess(trace)  # what diag could not see comes first (diag/status.py)
+    if not visibility.status.complete:
+        facts.append(("recording", visibility.status.detail))
+    facts.extend(("not seen", f"{n.message}. How: {n.how}") for n in visibility.notices)
     if manifest.get("started"):
         facts.append(
             ("recorded", f"{_text(manifest.get('started'))} .. {_text(manifest.get('ended'))}")

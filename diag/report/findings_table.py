@@ -7,13 +7,20 @@ from diag.paths import shown_location
 from diag.report.escape import html_inline, html_text
 
 
-def findings_table(findings: list[Finding], full: int = 150, listed: int = 2000) -> str:
+def findings_table(
+    findings: list[Finding], full: int = 150, listed: int = 2000, all_clear: bool = True
+) -> str:
     """Escaped HTML: a count line, then one row per finding (evidence as a list).
 
     A pathological run can hold thousands of findings (one per live recompile): the first
     `full` are shown whole, the next `listed` by title only, and the page says so.
     """
     counts = ", ".join(f"{sum(1 for f in findings if f.severity == s)} {s}" for s in SEVERITIES)
+    if not findings and not all_clear:  # diag.status: something was not seen
+        return (
+            '<p class="counts">No findings in what was recorded, which is not an all-clear: '
+            "see what was not seen in the header.</p>"
+        )
     if not findings:
         return (
             '<p class="counts">No findings: nothing compiled after warmup and no problem was '

@@ -13,6 +13,7 @@ from diag.report.findings_table import findings_table
 from diag.report.html import Section
 from diag.report.plot import Limits
 from diag.run import RunData, Trace
+from diag.status import assess
 
 
 def main_run(trace: Trace) -> RunData | None:
@@ -33,7 +34,9 @@ def build_sections(
             "Findings",
             "What diag analyze found, most severe first: each with its evidence, where in "
             "your code, and the fix.",
-            table_html=findings_table(findings, limits.findings, limits.finding_rows),
+            table_html=findings_table(
+                findings, limits.findings, limits.finding_rows, assess(trace).all_clear_possible
+            ),
         )
     ]
     if run is None:

@@ -1,0 +1,64 @@
+"""Compile time by phase and cache hits, per compile (`compile_timing` events).
+
+A handler on `torch.__trace` (as collectors/compiles.py) reads each `compilation_metrics` record
+and its `_runtime` twin (autotuning and CUDA-graph capture done at the first call) through
+diag.compile_metrics, so recorded runs and imported logs read alike.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from diag.compile_metrics import breakdown
+
+if TYPE_CHECKING:
+    from .session import Session
+
+_TRACE_LOGGER = "torch.__trace"
+_KEYS = ("compilation_metrics", "compilation_metrics_runtime")
+
+
+class _Handler(logging.Handler):
+    def __init__(self, collector: CompileTiming) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.collector = collector
+
+    def emit(self, record: logging.LogRecord) -> None:
+        metadata = getattr(record, "metadata", None)
+        if not isinstance(metadata, dict):
+            return
+        try:
+            for key in _KEYS:
+                if isinstance(metadata.get(key), dict):
+                    self.collector.on_metrics(metadata[key], runtime=key.endswith("_runtime"))
+        except Exception as exc:  # noqa: BLE001 - a logging handler must never raise
+            self.collector.session.collector_error("compile_timing", exc)
+
+
+class CompileTiming:
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    @classmethod
+    def install(cls, session: Session) -> CompileTiming:
+        collector = cls(session)
+        logger = logging.getLogger(_TRACE_LOGGER)
+        logger.setLevel(logging.DEBUG)
+        logger.addHandler(_Handler(collector))
+        return collector
+
+    def on_metrics(self, metrics: dict[str, Any], runtime: bool) -> None:
+        phases = breakdown(metrics)
+        if not phases:
+            return
+        compiles = self.session.compiles
+        steps = self.session.steps
+        self.session.emit(
+            "compile_timing",
+            compile_id=str(metrics.get("compile_id") or "?"),
+            epoch=compiles.epoch if compiles is not None else 0,
+            runtime=runtime,
+            **phases,
+            **(steps.position() if steps is not None else {}),
+        )

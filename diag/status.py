@@ -1,0 +1,361 @@
+"""What a recording can and cannot show: how it ended, and what diag could not see in it.
+
+Findings are only as good as what was observed. A crashed or still-running recording, a process
+that ran torch without diag's collectors, a program whose steps or warmup diag could not
+identify: each leaves analyzers quiet for lack of evidence, not because all was well. This
+module turns a Trace into its status and a list of visibility notices, each with how to show
+what was not seen; every output (analyze's text and JSON, the TUI, the report) puts them first,
+and no output gives an all-clear while one stands.
+
+Standard library only: `diag check` and the end of `diag record` import it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+
+from diag.run import RunData, Trace
+from diag.traceformat import (
+    BOOTSTRAP_ERRORS,
+    FORMAT_NAME,
+    STATUS_COMPLETE,
+    STATUS_CRASHED,
+    STATUS_FAILED_TO_START,
+    STATUS_KILLED,
+    STATUS_RUNNING,
+)
+
+# Notice kinds, most serious first (the order they are shown in).
+RECORDING_INCOMPLETE = "recording-incomplete"
+COLLECTORS_MISSING = "collectors-missing"
+NO_PROCESS = "no-process"
+PROCESS_CUT_SHORT = "process-cut-short"
+NO_STEPS = "no-steps"
+NO_WARMUP = "no-warmup"
+NOTICE_KINDS = (
+    RECORDING_INCOMPLETE,
+    COLLECTORS_MISSING,
+    NO_PROCESS,
+    PROCESS_CUT_SHORT,
+    NO_STEPS,
+    NO_WARMUP,
+)
+
+#: How to show diag a program's steps and requests, and its warmup (shared with the summary).
+HOW_STEPS = (
+    "name them: diag record --step-fn MOD:QUALNAME (one call = one step) and --request-fn "
+    "MOD:QUALNAME (one call = one request), or annotate the loop with diag.api "
+    "(`with diag.request(): ... with diag.step(): ...`)"
+)
+HOW_WARMUP = (
+    "mark it: diag record --warmup-requests N (the first N requests of each process are "
+    'warmup), --warmup-fn MOD:QUALNAME, or `with diag.phase("warmup"):` from diag.api'
+)
+
+#: Statuses of an imported input (a TORCH_TRACE log, a profiler trace): not a recording.
+IMPORTED = "imported"
+
+
+@dataclass(frozen=True)
+class Notice:
+    """Something diag could not see, what that means for the findings, and how to show it."""
+
+    kind: str
+    message: str
+    how: str
+    run: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "run": self.run, "message": self.message, "how": self.how}
+
+
+@dataclass(frozen=True)
+class RecordingStatus:
+    """How the recording ended: the manifest's status, and for the run that decided it the exit
+    code or signal, in words (`detail`)."""
+
+    status: str
+    complete: bool
+    detail: str
+    exit_code: int | None = None
+    signal: str | None = None
+    runs: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "recording": self.status,
+            "complete": self.complete,
+            "detail": self.detail,
+            "exit_code": self.exit_code,
+            "signal": self.signal,
+            "runs": self.runs,
+        }
+
+
+@dataclass(frozen=True)
+class Visibility:
+    status: RecordingStatus
+    notices: list[Notice]
+
+    @property
+    def all_clear_possible(self) -> bool:
+        """True when nothing stands between "no findings" and "nothing went wrong"."""
+        return self.status.complete and not self.notices
+
+    @property
+    def warmup_known(self) -> bool:
+        return not any(n.kind in (NO_STEPS, NO_WARMUP, NO_PROCESS) for n in self.notices)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status.as_dict(),
+            "notices": [n.as_dict() for n in self.notices],
+        }
+
+
+def assess(trace: Trace) -> Visibility:
+    """The recording's status and what diag could not see in it, most serious first."""
+    imported = _is_imported(trace)
+    status = _imported_status(trace) if imported else _recording_status(trace)
+    notices: list[Notice] = []
+    if not status.complete:
+        notices.append(_incomplete_notice(status))
+    for run in trace.subject_runs:
+        notices.extend(_run_notices(trace, run, imported))
+    return Visibility(status, notices)
+
+
+# --- status ------------------------------------------------------------------------------------
+
+
+def _is_imported(trace: Trace) -> bool:
+    manifest = trace.manifest
+    return manifest.get("format") != FORMAT_NAME or "torch_trace" in manifest
+
+
+def _imported_status(trace: Trace) -> RecordingStatus:
+    what = "a TORCH_TRACE log" if "torch_trace" in trace.manifest else "a torch.profiler trace"
+    return RecordingStatus(IMPORTED, True, f"imported from {what}, not recorded by diag")
+
+
+def _manifest_runs(trace: Trace) -> list[dict[str, Any]]:
+    runs = trace.manifest.get("runs")
+    return [r for r in runs if isinstance(r, dict)] if isinstance(runs, list) else []
+
+
+def _recording_status(trace: Trace) -> RecordingStatus:
+    manifest = trace.manifest
+    status = str(manifest.get("status") or "unknown")
+    entries = _manifest_runs(trace)
+    runs = [
+        {k: r.get(k) for k in ("label", "status", "exit_code", "signal", "error")} for r in entries
+    ]
+    # The run that decided the overall status: the first that did not complete.
+    deciding = next((r for r in entries if r.get("status") != STATUS_COMPLETE), None)
+    if deciding is None and entries:
+        deciding = entries[-1]
+    exit_code = deciding.get("exit_code") if deciding else None
+    sig = deciding.get("signal") if deciding else None
+    exit_code = exit_code if isinstance(exit_code, int) else None
+    sig = str(sig) if sig else None
+    label = f"run {deciding.get('label')}" if deciding and len(entries) > 1 else "the program"
+    if status == STATUS_COMPLETE:
+        detail = "complete (exit code 0)"
+    elif status == STATUS_CRASHED:
+        detail = f"crashed: {label} exited with code {exit_code}"
+    elif status == STATUS_KILLED:
+        detail = f"killed: {label} was ended by {sig or 'a signal'}"
+    elif status == STATUS_FAILED_TO_START:
+        error = deciding.get("error") if deciding else None
+        detail = f"failed to start: {error or 'the command could not be run'}; nothing ran"
+    elif status == STATUS_RUNNING:
+        detail = _running_detail(trace)
+    else:
+        detail = f"status {status!r}: this diag does not know how the recording ended"
+    return RecordingStatus(status, status == STATUS_COMPLETE, detail, exit_code, sig, runs)
+
+
+def _alive(pid: int) -> bool:
+    """The process exists and has not exited (a zombie waiting to be reaped has)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # it exists, owned by someone else
+    except OSError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            state = handle.read().rpartition(")")[2].split()[:1]
+    except OSError:
+        return True  # no /proc (not Linux): kill(pid, 0) is all there is
+    return state != ["Z"]
+
+
+def _running_detail(trace: Trace) -> str:
+    """A manifest still `running`: recording now, or the launcher died before finishing it."""
+    manifest = trace.manifest
+    raw_host = manifest.get("host")
+    host: dict[str, Any] = raw_host if isinstance(raw_host, dict) else {}
+    here = host.get("hostname") == socket.gethostname()
+    launcher = manifest.get("launcher_pid")
+    pids = [p.pid for run in trace.runs.values() for p in run.processes if not p.ended and p.pid]
+    if here and isinstance(launcher, int) and _alive(launcher):
+        return f"still running: diag record (pid {launcher}) is recording; analyze it when it ends"
+    alive = [pid for pid in pids if _alive(pid)] if here else []
+    if alive:
+        shown = ", ".join(map(str, alive[:4]))
+        return f"still running: recorded process(es) {shown} are alive; analyze again when they end"
+    if not here:
+        return (
+            "running, as far as the manifest says: recorded on another host "
+            f"({host.get('hostname') or '?'}), so diag cannot tell whether it is still going"
+        )
+    if not any(run.processes for run in trace.runs.values()):
+        return (
+            "never finished: the manifest was left `running` and no process was recorded (the "
+            "command never started, or diag record was killed before it ended)"
+        )
+    return (
+        "never finished: the manifest was left `running` and no recorded process is alive "
+        "(diag record itself was killed, so how the program ended is unknown)"
+    )
+
+
+def _incomplete_notice(status: RecordingStatus) -> Notice:
+    if status.status == STATUS_FAILED_TO_START:
+        message = "the recording is empty: the command never started, so nothing was observed"
+        how = "fix the command (is it installed and on PATH?) and record again"
+    elif status.status == STATUS_RUNNING and status.detail.startswith("still running"):
+        message = f"the recording is incomplete: {status.detail}"
+        how = "wait for the program to end (or stop it with Ctrl-C), then analyze again"
+    else:
+        message = (
+            f"the recording is incomplete: {status.detail}; findings cover only what happened "
+            "before the program stopped"
+        )
+        how = (
+            "the program's own output (its traceback) says why it stopped; record again once it "
+            "runs to the end"
+        )
+    return Notice(RECORDING_INCOMPLETE, message, how)
+
+
+# --- per run -----------------------------------------------------------------------------------
+
+
+def bootstrap_errors(run: RunData) -> list[str]:
+    path = run.folder / BOOTSTRAP_ERRORS
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+    except OSError:
+        return []
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def _run_exit(trace: Trace, label: str) -> dict[str, Any] | None:
+    return next((r for r in _manifest_runs(trace) if r.get("label") == label), None)
+
+
+def _run_notices(trace: Trace, run: RunData, imported: bool) -> list[Notice]:
+    notices: list[Notice] = []
+    errors = bootstrap_errors(run)
+    if errors:
+        notices.append(
+            Notice(
+                COLLECTORS_MISSING,
+                f"{len(errors)} process(es) ran torch without diag's collectors, so nothing they "
+                f"compiled or ran was recorded: {errors[0][:300]}",
+                "the line above (in runs/"
+                f"{run.label}/{BOOTSTRAP_ERRORS}) says why they could not start; fix it and "
+                "record again",
+                run.label,
+            )
+        )
+    entry = _run_exit(trace, run.label)
+    ran = entry is not None and entry.get("status") not in (STATUS_FAILED_TO_START, STATUS_RUNNING)
+    if not run.processes and not imported:
+        if ran and not errors:
+            notices.append(
+                Notice(
+                    NO_PROCESS,
+                    f"no process was recorded in run {run.label} although the command ran: "
+                    "either it never imported torch, or torch ran where diag's bootstrap could "
+                    "not reach it, so nothing it compiled was seen",
+                    "diag starts in every Python process that imports torch through the "
+                    "PYTHONPATH it sets: a program that resets PYTHONPATH, runs python -S/-I, or "
+                    "starts its workers with a clean environment is not recorded",
+                    run.label,
+                )
+            )
+        return notices
+    cut = [p for p in run.processes if not p.ended]
+    if cut and (entry is None or entry.get("status") == STATUS_COMPLETE):
+        shown = ", ".join(str(p.pid) for p in cut[:4])
+        notices.append(
+            Notice(
+                PROCESS_CUT_SHORT,
+                f"{len(cut)} process(es) of run {run.label} ({shown}) ended without reaching "
+                "diag's exit hook (killed, or os._exit): their last moments may be missing",
+                "let worker processes exit normally, or read their events as partial",
+                run.label,
+            )
+        )
+    if not run.requests:
+        compiled = len(run.compiles)
+        seen = f"{compiled} compile(s) were recorded, but" if compiled else "nothing compiled and"
+        notices.append(
+            Notice(
+                NO_STEPS,
+                f"no steps or requests identified in run {run.label} (no adapter reported "
+                f"any): {seen} diag cannot tell warmup from live traffic, so it judges no "
+                "compile as live and no step time",
+                "record it with diag record and " + HOW_STEPS if imported else HOW_STEPS,
+                run.label,
+            )
+        )
+    elif not imported and not any(r.phase == "warmup" for r in run.requests):
+        live = len(run.requests)
+        notices.append(
+            Notice(
+                NO_WARMUP,
+                f"no warmup identified in run {run.label}: all {live} request(s) count as "
+                "live, so a compile in a request the program meant as warmup reads as a live "
+                "compile",
+                HOW_WARMUP,
+                run.label,
+            )
+        )
+    return notices
+
+
+def status_lines(visibility: Visibility) -> list[str]:
+    """The head of a text rendering: the status, then each notice with how to show it."""
+    lines = [f"recording: {visibility.status.detail}"]
+    for notice in visibility.notices:
+        lines.append(f"NOTICE  {notice.message}")
+        lines.append(f"        how: {notice.how}")
+    return lines
+
+
+def not_seen_summary(visibility: Visibility) -> str:
+    """What a "no findings" line must add when an all-clear is not possible."""
+    kinds = {n.kind for n in visibility.notices}
+    parts = []
+    if visibility.status.status == STATUS_FAILED_TO_START:
+        return "the command never started, nothing was recorded"
+    if not visibility.status.complete:
+        parts.append("the recording is incomplete")
+    if kinds & {COLLECTORS_MISSING, NO_PROCESS}:
+        parts.append("some processes were not recorded")
+    if NO_STEPS in kinds:
+        parts.append("no steps or requests were identified")
+    elif NO_WARMUP in kinds:
+        parts.append("no warmup was identified")
+    if PROCESS_CUT_SHORT in kinds:
+        parts.append("some processes ended early")
+    return "; ".join(parts) or "see the notices above"
