@@ -51,7 +51,9 @@ def analyze(trace: Trace, only: list[str] | None = None) -> list[Finding]:
     check_names(only)
     preload_profiles(trace, only)
     findings: list[Finding] = _registry().run_analyzers(trace, only)
-    return findings
+    from diag.grouping import group_findings
+
+    return group_findings(findings)
 
 
 def analyze_trace(

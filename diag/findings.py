@@ -34,6 +34,10 @@ class Finding:
     location: str | None = None
     run: str = "compiled"
     data: dict[str, Any] = field(default_factory=dict)
+    #: One root cause, one headline (diag.grouping): the headline lists the ids of the findings
+    #: that echo it; each of those names its headline in `group`.
+    related: list[str] = field(default_factory=list)
+    group: str | None = None
 
     def __post_init__(self) -> None:
         if self.severity not in _RANK:
@@ -80,16 +84,22 @@ def findings_to_text(findings: list[Finding], visibility: Visibility | None = No
     if not findings:
         lines.append(_no_findings(visibility))
         return "\n".join(lines)
+    from diag.grouping import group_note, related_lines
+
+    shown = {f.id for f in findings}
     for finding in sort_findings(findings):
+        if finding.group in shown:
+            continue  # listed under its headline
         lines.append(f"{finding.severity.upper():7} [{finding.analyzer}] {finding.title}")
         if finding.location:
             lines.append(f"        at {finding.location}")
         lines.extend(f"        - {item}" for item in finding.evidence)
         lines.append(f"        fix: {finding.fix}")
         lines.append(f"        id: {finding.id}")
+        lines.extend(related_lines(finding, findings))
         lines.append("")
     counts = ", ".join(f"{sum(1 for f in findings if f.severity == s)} {s}" for s in SEVERITIES)
-    lines.append(f"{len(findings)} finding(s): {counts}")
+    lines.append(f"{len(findings)} finding(s): {counts}{group_note(findings)}")
     if visibility is not None and not visibility.all_clear_possible:
         from diag.status import not_seen_summary
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
+from typing import Any
 
 from diag.errors import DiagError
 from diag.progress import ProgressCallback
@@ -36,10 +37,13 @@ def open_input(
         trace: Trace = module.load_torch_trace(torch_trace, progress)
         return trace
     if kineto is not None:
-        runs = {"compiled": kineto_run("compiled", kineto, progress)}
+        notices: list[str] = []
+        runs = {"compiled": kineto_run("compiled", kineto, progress, notices)}
         if against is not None:
-            runs["against"] = kineto_run("against", against, progress)
-        manifest = {"format": "kineto", "status": "complete"}
+            theirs: list[str] = []
+            runs["against"] = kineto_run("against", against, progress, theirs)
+            notices.extend(f"{against.name} (--against): {line}" for line in theirs)
+        manifest = {"format": "kineto", "status": "complete", "warnings": notices}
         return Trace(kineto, manifest, runs)
     assert trace_dir is not None
     trace = load_trace(trace_dir, against)
@@ -48,14 +52,22 @@ def open_input(
     return trace
 
 
-def kineto_run(label: str, path: Path, progress: ProgressCallback | None = None) -> RunData:
-    """One torch.profiler trace file as a run with one process and its profiled steps."""
+def kineto_run(
+    label: str,
+    path: Path,
+    progress: ProgressCallback | None = None,
+    notices: list[str] | None = None,
+) -> RunData:
+    """One torch.profiler trace file as a run with one process and its profiled steps; what the
+    file does not hold for the analyses is added to `notices`."""
     kineto = importlib.import_module("diag.kinetocache")
     profiles_module = importlib.import_module("diag.profiles")
     _check_kineto_path(path)
     parsed = kineto.load_kineto(path, None, progress)
     profiles = profiles_module.profiles_from_kineto(label, parsed)
     run = RunData(label, path.parent, "complete")
+    if notices is not None:
+        notices.extend(kineto_notices(parsed))
     run.processes.append(Process(0, None, path.parent, [], {}, ended=True))
     request = Request("trace", "live", None, 0, 0, end_t=0)
     for profile in profiles:
@@ -102,3 +114,37 @@ def input_warnings(trace: Trace) -> list[str]:
         warnings.extend(str(w) for w in imported.get("warnings", []))
     warnings.extend(str(w) for w in trace.manifest.get("warnings", []))
     return warnings
+
+
+_DEVICE_PREFIXES = ("mtia", "privateuse1", "xpu", "hpu", "npu", "mps")
+
+
+def kineto_notices(trace: Any) -> list[str]:
+    """What a plain profiler trace does not hold for diag's analyses, one line each: nothing at
+    all, device work of an accelerator diag does not read, CUPTI profiler ranges instead of
+    kernels, or no GPU activity. Empty for a trace with GPU kernels."""
+    if not trace.event_count:
+        return ["the trace holds no events (traceEvents is empty): nothing was analyzed"]
+    kernels = sum(1 for a in trace.activities if a.kind == "kernel")
+    unread: dict[str, int] = trace.unread
+    notices: list[str] = []
+    device = {c: n for c, n in unread.items() if c.lower().startswith(_DEVICE_PREFIXES)}
+    if device:
+        listed = ", ".join(f"{c} {n}" for c, n in sorted(device.items(), key=lambda i: -i[1]))
+        notices.append(
+            f"{sum(device.values())} events of an accelerator diag does not read ({listed}): "
+            "its device work is not in any figure (kernels, copies and idle are read for CUDA "
+            "and ROCm only)"
+        )
+    ranges = unread.get("cuda_profiler_range", 0)
+    if ranges and not kernels:
+        notices.append(
+            f"a CUPTI range-profiler trace ({ranges} cuda_profiler_range events) with no kernel "
+            "activity: kernel timing needs torch.profiler with ProfilerActivity.CUDA"
+        )
+    if not trace.activities and not device and not ranges:
+        notices.append(
+            "no GPU activity in the trace (a CPU-only profile): kernel, copy and idle "
+            "analyses had nothing to read; profile with ProfilerActivity.CUDA to see them"
+        )
+    return notices

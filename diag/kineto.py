@@ -36,7 +36,7 @@ import msgspec
 from diag.errors import DiagError
 
 # Bump when the parsed result changes for the same input: it invalidates derived caches.
-PARSER_VERSION = 1
+PARSER_VERSION = 2
 REGION_PREFIX = "diag.region:"
 
 Progress = Callable[[int, int], None]
@@ -104,6 +104,9 @@ class KinetoTrace(msgspec.Struct):
     cpu_ops: list[CpuOp]  # sorted by ts
     syncs: list[Sync]  # sorted by ts
     annotations: list[Annotation]  # sorted by ts
+    #: Complete events of categories the reader does not use, by category: what a notice
+    #: names when the trace's own device work was not read (MTIA, CUPTI profiler ranges).
+    unread: dict[str, int] = msgspec.field(default_factory=dict)
 
     def unix_ns(self, ts: float) -> int:
         """Wall-clock ns of a trace timestamp (µs), to line it up with diag's events."""
@@ -161,6 +164,11 @@ _CATEGORIES = {
     "Memset": _MEMSET,
     "cuda_sync": _SYNC,
 }
+# Complete events that carry nothing the analyses use, on any platform: no notice for them.
+_KNOWN_UNUSED = frozenset(
+    {"python_function", "gpu_user_annotation", "overhead", "Trace", "ac2g", "", "fwdbwd",
+     "cpu_instant_event", "Python", "python", "kineto", "Memory", "gpu_mem_alloc"}
+)  # fmt: skip
 _ACTIVITY_KIND = {_KERNEL: "kernel", _MEMCPY: "memcpy", _MEMSET: "memset"}
 _DIRECTIONS = ("HtoD", "DtoH", "DtoD", "PtoP")
 _DIGITS = re.compile(r"-?\d+")
@@ -425,12 +433,14 @@ class _Builder:
         self.syncs: list[tuple[Sync, int]] = []  # runtime calls, with their correlation
         self.sync_activities: list[tuple[Sync, int]] = []  # cat cuda_sync, likewise
         self.event_count = 0
+        self.unread: dict[str, int] = {}
         self.start = float("inf")
         self.end = float("-inf")
 
     def feed(self, events: list[_RawEvent]) -> None:
         self.event_count += len(events)
         categories = _CATEGORIES
+        unread = self.unread
         intern = self.names.setdefault
         start, end = self.start, self.end
         cpu_names, cpu_ext = self.cpu_name, self.cpu_ext
@@ -442,6 +452,8 @@ class _Builder:
             kind = categories.get(ev.cat)
             ts = ev.ts
             if kind is None or ts is None:
+                if kind is None and ev.cat not in _KNOWN_UNUSED:
+                    unread[ev.cat] = unread.get(ev.cat, 0) + 1
                 continue
             dur = ev.dur or 0.0
             if ts < start:
@@ -554,6 +566,7 @@ class _Builder:
             start_ts=0.0 if empty else self.start,
             end_ts=0.0 if empty else self.end,
             event_count=self.event_count,
+            unread=self.unread,
             activities=activities,
             cpu_ops=cpu_ops,
             syncs=syncs,

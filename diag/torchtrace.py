@@ -89,6 +89,8 @@ class TorchTraceStats:
     unfinished_compiles: int = 0
     replaced_bytes: int = 0  # records whose metadata held bytes that are not UTF-8
     rank_notes: list[str] = field(default_factory=list)  # logs that claimed the same rank
+    compiles: int = 0
+    exports: int = 0  # torch.export records (exported_program)
 
     def warnings(self) -> list[str]:
         lines = [f"{name}: not a TORCH_TRACE log, skipped" for name in self.skipped_files]
@@ -105,6 +107,17 @@ class TorchTraceStats:
                 "U+FFFD in their place"
             )
         lines.extend(self.rank_notes)
+        if not self.compiles:
+            lines.append(
+                "no compilation_metrics record: no torch.compile compile finished in the log"
+                + (
+                    f" (a torch.export log: {self.exports} exported_program record(s), which "
+                    "diag does not analyze)"
+                    if self.exports
+                    else ""
+                )
+                + "; the compile analyses had nothing to read"
+            )
         if self.unfinished_compiles:
             lines.append(
                 f"{self.unfinished_compiles} compile(s) started but never finished in the log "
@@ -139,6 +152,7 @@ def load_torch_trace(path: Path, progress: Progress | None = None) -> Trace:
         what = files[0] if len(files) == 1 else path
         raise DiagError(f"{what}: not a TORCH_TRACE log (no structured trace record found)")
     stats.rank_notes = _settle_ranks(run.processes)
+    stats.compiles = len(run.compiles)
     run.compiles.sort(key=lambda c: c.t)
     run.events.sort(key=lambda e: e.t)
     versions = {k: v for p in run.processes for k, v in p.versions.items()}
@@ -364,6 +378,7 @@ def _read_log(
     stats.corrupt_payloads += local.corrupt_payloads
     stats.unfinished_compiles += local.unfinished_compiles
     stats.replaced_bytes += local.replaced_bytes
+    stats.exports += local.exports
     return process
 
 
@@ -485,6 +500,8 @@ class _ProcessBuilder:
                 self.strings[item[1]] = str(item[0])
         elif "dynamo_start" in meta:
             self._start(meta, record.t)
+        elif "exported_program" in meta:
+            stats.exports += 1
         elif "compilation_metrics" in meta:
             metrics = meta["compilation_metrics"]
             if isinstance(metrics, dict):

@@ -74,7 +74,7 @@ class FindingsView(TableView):
             cells=[
                 text(f.severity.upper(), SEVERITY_STYLE[f.severity]),
                 text(f.analyzer),
-                text(f.title),
+                text(_grouped_title(f)),
             ],
             fields={
                 "severity": f.severity,
@@ -98,10 +98,23 @@ class FindingsView(TableView):
         parts.extend(Text("- ").append(item) for item in finding.evidence)
         parts.append(field("fix", finding.fix))
         parts.append(field("id", finding.id))
+        if finding.related:
+            parts.append(field("same root cause", ", ".join(finding.related)))
+        if finding.group:
+            parts.append(field("part of", finding.group))
         target = evidence_for(finding)
         if target is not None:
             parts.append(Text(f"Enter: evidence on the {target.tab.capitalize()} screen", "dim"))
         return lines(*parts)
+
+
+def _grouped_title(finding: Finding) -> str:
+    """A group's headline shows its count; its echoes show they are one (diag.grouping)."""
+    if finding.related:
+        return f"{finding.title} (+{len(finding.related)} related)"
+    if finding.group:
+        return f"↳ {finding.title}"
+    return finding.title
 
 
 def _run_counts(run: RunData) -> Text:

@@ -69,7 +69,18 @@ def _row(finding: Finding) -> str:
         f'<td class="sev">{html_text(severity)}</td>'
         f'<td><div class="title">{html_inline(finding.title)}</div>{location}'
         f'<div class="id">[{html_text(finding.analyzer)}] <code>{html_text(finding.id)}</code>'
-        f" &middot; {html_text(finding.run)} run</div></td>"
+        f" &middot; {html_text(finding.run)} run</div>{_group_line(finding)}</td>"
         f"<td><ul>{evidence}</ul></td>"
         f"<td>{html_inline(finding.fix)}</td></tr>"
     )
+
+
+def _group_line(finding: Finding) -> str:
+    """One root cause, one headline (diag.grouping): the headline counts its related findings,
+    each of those names its headline."""
+    if finding.related:
+        ids = ", ".join(f"<code>{html_text(i)}</code>" for i in finding.related)
+        return f'<div class="id">same root cause: {len(finding.related)} related ({ids})</div>'
+    if finding.group:
+        return f'<div class="id">part of <code>{html_text(finding.group)}</code></div>'
+    return ""

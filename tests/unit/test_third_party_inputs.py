@@ -215,3 +215,39 @@ def test_the_previous_steps_gpu_work_is_not_idle(tmp_path: Path) -> None:
     # Step 0: idle from its start to its kernel (8 ms). Step 1: its kernel starts when step
     # 0's ends (17 ms), so its window is that kernel alone: no idle.
     assert [round(r.idle_s * 1e3, 3) for r in rows] == [8.0, 0.0]
+
+
+# --- inputs that hold nothing diag reads: a notice, never a bare "No findings" -----------------
+
+
+@pytest.mark.parametrize(
+    ("name", "needle"),
+    [
+        ("mtia_inference_rank_0.json.gz", "events of an accelerator diag does not read"),
+        ("cupti_profiler.json.gz", "CUPTI range-profiler trace (77 cuda_profiler_range"),
+        ("cpu_only.json.gz", "no GPU activity in the trace"),
+    ],
+)
+def test_a_trace_without_what_diag_reads_says_so(name: str, needle: str) -> None:
+    warnings = input_warnings(open_input(kineto=HTA / name))
+    assert any(needle in w for w in warnings), warnings
+
+
+def test_an_empty_trace_and_an_ordinary_one(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.json"
+    empty.write_text('{"traceEvents": []}')
+    assert input_warnings(open_input(kineto=empty)) == [
+        "the trace holds no events (traceEvents is empty): nothing was analyzed"
+    ]
+    # A trace with GPU kernels stays quiet.
+    assert input_warnings(open_input(kineto=HTA / "triton_example.json.gz")) == []
+
+
+def test_an_export_log_says_it_holds_no_compiles() -> None:
+    for name in ("export.log.gz", "export_guard_added.log.gz"):
+        warnings = input_warnings(load_torch_trace(TLPARSE / name))
+        assert any("no compilation_metrics record" in w and "torch.export" in w for w in warnings)
+    assert not any(
+        "no compilation_metrics" in w
+        for w in input_warnings(load_torch_trace(TLPARSE / "comp_metrics.log.gz"))
+    )

@@ -1,0 +1,120 @@
+"""Findings with one root cause, grouped: one headline, the others as its evidence.
+
+Why: one guard that churns recompiles a frame in two live requests; guard-churn names the
+cause, live-compile reports each recompile, cache-bloat the entries they left behind and
+step0-spike what each cost its request: six findings, one fix. Grouping keeps every finding
+(ids, counts, JSON and `check` allowlists are unchanged) and marks the echoes: each related
+finding's `group` is its headline's id, the headline's `related` lists them.
+
+Which belong together: findings of the same run and process that name the same compile
+(`data.compile_ids`), and, under a guard-churn or recompile-limit headline, a cache-bloat of
+the same frame (the entries the churn left). The headline is the most causal analyzer present
+(HEADLINE_ORDER); INFO findings are context and never grouped; a finding joins one group only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+
+from diag.findings import Finding
+
+#: Who heads a group: the cause before its consequences.
+HEADLINE_ORDER = (
+    "recompile-limit",
+    "guard-churn",
+    "live-compile",
+    "rank-divergence",
+    "cache-bloat",
+    "step0-spike",
+)
+#: Headlines whose frame-level echoes (the cache entries left behind) join them.
+_FRAME_HEADLINES = ("guard-churn", "recompile-limit")
+_FRAME_ECHOES = ("cache-bloat",)
+
+
+def group_findings(findings: list[Finding]) -> list[Finding]:
+    """The same findings, in the same order, with `group` and `related` set on grouped ones
+    (those of an earlier grouping are recomputed: the TUI groups again when its second stage
+    adds the kernel findings)."""
+    findings = [
+        dataclasses.replace(f, related=[], group=None) if f.related or f.group else f
+        for f in findings
+    ]
+    candidates = [f for f in findings if f.severity != "info" and f.analyzer in HEADLINE_ORDER]
+    candidates.sort(key=lambda f: (HEADLINE_ORDER.index(f.analyzer), f.id))
+    taken: set[str] = set()
+    groups: dict[str, list[str]] = {}
+    for head in candidates:
+        if head.id in taken:
+            continue
+        members = [
+            f.id
+            for f in candidates
+            if f is not head and f.id not in taken and f.id not in groups and _echoes(head, f)
+        ]
+        if members:
+            groups[head.id] = members
+            taken.add(head.id)
+            taken.update(members)
+    if not groups:
+        return findings
+    group_of = {member: head for head, members in groups.items() for member in members}
+    return [
+        dataclasses.replace(f, related=list(groups[f.id]))
+        if f.id in groups
+        else dataclasses.replace(f, group=group_of[f.id])
+        if f.id in group_of
+        else f
+        for f in findings
+    ]
+
+
+def _echoes(head: Finding, other: Finding) -> bool:
+    """Whether `other` reports a consequence of what `head` reports."""
+    if head.run != other.run or _process(head) != _process(other):
+        return False
+    if _compiles(head) & _compiles(other):
+        return True
+    return (
+        head.analyzer in _FRAME_HEADLINES
+        and other.analyzer in _FRAME_ECHOES
+        and bool(head.data.get("frame"))
+        and head.data.get("frame") == other.data.get("frame")
+        and (head.location is None or other.location is None or head.location == other.location)
+    )
+
+
+def _compiles(finding: Finding) -> set[str]:
+    ids = finding.data.get("compile_ids")
+    return {str(i) for i in ids} if isinstance(ids, list) else set()
+
+
+def _process(finding: Finding) -> str:
+    """The process and run part of a finding id (`@rank1`, `@eager`; docs/FINDINGS.md)."""
+    return "@".join(finding.id.split("@")[1:])
+
+
+def related_lines(finding: Finding, findings: Iterable[Finding]) -> list[str]:
+    """Text lines for a headline's related findings, indented under it."""
+    if not finding.related:
+        return []
+    by_id = {f.id: f for f in findings}
+    lines = [f"        same root cause, {len(finding.related)} related finding(s):"]
+    for rid in finding.related:
+        other = by_id.get(rid)
+        if other is not None:
+            lines.append(
+                f"          {other.severity.upper():7} [{other.analyzer}] {other.title} "
+                f"(id: {other.id})"
+            )
+    return lines
+
+
+def group_note(findings: list[Finding]) -> str:
+    """`; 6 of them in 1 group (one root cause each)` for the count line, or empty."""
+    heads = [f for f in findings if f.related]
+    if not heads:
+        return ""
+    grouped = len(heads) + sum(len(f.related) for f in heads)
+    return f"; {grouped} of them in {len(heads)} group(s), one root cause each"
