@@ -111,7 +111,7 @@ class FindingsView(TableView):
 def _grouped_title(finding: Finding) -> str:
     """A group's headline shows its count; its echoes show they are one (diag.grouping)."""
     if finding.related:
-        return f"{finding.title} (+{len(finding.related)} related)"
+        return f"[+{len(finding.related)} related] {finding.title}"
     if finding.group:
         return f"↳ {finding.title}"
     return finding.title
