@@ -49,6 +49,8 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
 from diag.findings import Finding
+from diag.frames import label as frame_label
+from diag.frames import labels as frame_labels
 from diag.guards import condition_text
 from diag.run import Compile, Event, Guard, Process, RunData, Step, Trace
 from diag.stats import sample
@@ -265,7 +267,7 @@ def _compile_findings(run: RunData, ranks: list[_Rank]) -> tuple[set[int], list[
         owner = by_pid.get(item.pid)
         if owner is None:
             continue
-        frame = _frame(item)
+        frame = frame_label(run, item.frame)
         if item.live and item.request_id is not None:
             group = live.setdefault((frame, item.request_id, item.step), {})
         else:
@@ -338,7 +340,7 @@ def _live_finding(
         f"live request {rid}: rank {rank} compiled {frame} {len(compiles)} time(s) at {where} "
         f"({_secs(total)} of compile); {others} compiled nothing for {frame} there"
     ]
-    evidence.extend(_compile_line(c) for c in compiles)
+    evidence.extend(_compile_line(c, frame_label(run, c.frame)) for c in compiles)
     for other_rank, seconds in sorted(waits.items()):
         evidence.append(
             f"rank {other_rank} waited {_secs(seconds)} for rank {rank} in that step (its step "
@@ -483,7 +485,11 @@ def _causes(rank: _Rank, lo: int, hi: int, key: StepKey | None) -> list[_Cause]:
     """What the rank's trace holds between two of its own instants (`key`: the step they
     bound, whose profiling and allocator growth count too)."""
     compiles, events = rank.between(lo, hi)
-    causes = [_Cause("compile", _compile_line(c), c.duration_s or 0.0, compile=c) for c in compiles]
+    names = frame_labels(c.frame for c in rank.compiles)
+    causes = [
+        _Cause("compile", _compile_line(c, names.get(c.frame, "?")), c.duration_s or 0.0, compile=c)
+        for c in compiles
+    ]
     for event in events:
         if event.kind == "gc_collect" and any(_inside(event, c) for c in compiles):
             continue  # Dynamo's own collection while it compiles
@@ -712,10 +718,6 @@ def _skew_fix(rank: int, kinds: list[str], straggler: bool) -> str:
 # --- text helpers ------------------------------------------------------------------------------
 
 
-def _frame(item: Compile) -> str:
-    return item.frame.name if item.frame is not None else "<unknown frame>"
-
-
 def _where(key: StepKey) -> str:
     return f"{key[0]} step {key[2]}"
 
@@ -737,11 +739,11 @@ def _short(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _compile_line(item: Compile) -> str:
+def _compile_line(item: Compile, frame: str) -> str:
     where = f"step {item.step}" if item.step is not None else "outside a step"
     line = (
         f"{item.request_id or 'no request'} {where}: compile {item.compile_id} of "
-        f"{_frame(item)} took {_secs(item.duration_s or 0.0)}"
+        f"{frame} took {_secs(item.duration_s or 0.0)}"
     )
     if item.result != "ok":
         line += f", result {item.result}"
