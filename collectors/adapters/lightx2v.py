@@ -6,6 +6,8 @@ wraps it), so hooks must exist before init_modules. We wrap the registry lookup 
 runner class, and that class's `__init__` to reach the instance, then set instance attributes:
 `runner.warmup` (the warmup phase), `runner.run_pipeline` (one request) and `runner.model.infer`
 (one step; index in `model.scheduler.step_index`, shape in `scheduler.latents.shape`).
+A request's shape is known before its first step: `request_shape` reads it from the request's
+`input_info` (`latent_shape`, or the runner's own computation from `target_shape`).
 `step_pre` is not patched: many schedulers override it without calling super().
 
 The model is not always there when warmup or run_pipeline starts: under `lazy_load` (and
@@ -58,6 +60,66 @@ def _shape(scheduler: Any) -> list[int] | None:
     latents = getattr(scheduler, "latents", None)
     shape = getattr(latents, "shape", None)
     return [int(s) for s in shape] if shape is not None else None
+
+
+def _ints(value: Any) -> list[int] | None:
+    if not isinstance(value, (list, tuple)) or not value:
+        return None
+    try:
+        return [operator.index(v) for v in value]
+    except TypeError:
+        return None
+
+
+def request_shape(runner: Any, input_info: Any) -> list[int] | None:
+    """The latent shape the request will denoise, as its steps report it (`scheduler.latents`,
+    [C, T, H, W] for Wan), known before its first step.
+
+    LightX2V's request is an `input_info` dataclass (lightx2v/utils/input_info.py) with
+    `target_shape` ([height, width] in pixels, from `--target_shape` or the server's request;
+    empty: the config's `target_height`/`target_width`) and `latent_shape` (filled by the
+    runner's `run_input_encoder`). When `latent_shape` is not set yet, the runner's own
+    `get_latent_shape_with_target_hw()` computes it from exactly those: run_pipeline's first act
+    is `self.input_info = input_info`, which is done here a moment early and then undone. Only
+    for text-to-video/image tasks: for image-conditioned ones the shape comes from the image, and
+    the first step's latents give it.
+    """
+    shape = getattr(input_info, "shape", None)
+    if shape is not None and hasattr(shape, "frames"):  # diag.fixtures' Request
+        return [int(getattr(shape, a)) for a in ("frames", "height", "width")]
+    known = _ints(getattr(input_info, "latent_shape", None))
+    if known is not None:
+        return known
+    config = getattr(runner, "config", None)
+    task = config.get("task") if isinstance(config, dict) else None
+    compute = getattr(runner, "get_latent_shape_with_target_hw", None)
+    if input_info is None or task not in ("t2v", "t2i") or not callable(compute):
+        return None
+    missing = object()
+    previous = runner.__dict__.get("input_info", missing)
+    runner.input_info = input_info
+    try:
+        return _ints(compute())
+    finally:
+        if previous is missing:
+            del runner.input_info
+        else:
+            runner.input_info = previous
+
+
+def _infer_steps(runner: Any) -> int | None:
+    """Denoising steps per request: the scheduler's count (distill schedulers take it from
+    `denoising_step_list`), else the config's `infer_steps`."""
+    scheduler = getattr(getattr(runner, "model", None), "scheduler", None)
+    scheduler = scheduler if scheduler is not None else getattr(runner, "scheduler", None)
+    config = getattr(runner, "config", None)
+    for value in (
+        getattr(scheduler, "infer_steps", None),
+        config.get("infer_steps") if isinstance(config, dict) else None,
+    ):
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
 
 
 def _index(scheduler: Any) -> int | None:
@@ -130,18 +192,15 @@ def hook_runner(session: Session, runner: Any, adapter_name: str) -> None:
     def hooked_run_pipeline(*args: Any, **kwargs: Any) -> Any:
         session.announce_adapter(adapter_name)
         hook_model(session, getattr(runner, "model", None))
-        request = args[0] if args else None
+        request = args[0] if args else kwargs.get("input_info")
         request_id = getattr(request, "request_id", None)
-        shape = getattr(request, "shape", None)
-        dims = (
-            [int(getattr(shape, a)) for a in ("frames", "height", "width")]
-            if shape is not None and hasattr(shape, "frames")
-            else None
-        )
+        count = getattr(request, "steps", None)
         steps.request_start(
             request_id if isinstance(request_id, str) else None,
-            dims,
-            getattr(request, "steps", None),
+            session.guarded("adapter.request_shape", request_shape, runner, request),
+            count
+            if isinstance(count, int)
+            else session.guarded("adapter.steps", _infer_steps, runner),
         )
         try:
             return run_pipeline(*args, **kwargs)

@@ -7,6 +7,8 @@ class names and call structure, reduced to what the adapter relies on. It mirror
 
 - `lightx2v/utils/registry_factory.py`: `Register(MutableMapping)` (`__call__` registers by key,
   `__getitem__`/`get` read `self._dict`), `RUNNER_REGISTER` and `MM_WEIGHT_REGISTER` of one type;
+- `lightx2v/utils/input_info.py`: `T2VInputInfo` with `latent_shape` and `target_shape`
+  (`--target_shape H W`), which `get_latent_shape_with_target_hw` prefers over the config's;
 - `lightx2v/infer.py`: `init_runner` = `RUNNER_REGISTER[config["model_cls"]](config)` then
   `runner.init_modules()`, then `runner.run_pipeline(input_info)`, run as `python -m`;
 - `lightx2v/models/runners/base_runner.py`: `BaseRunner.__init_subclass__` wraps each class's
@@ -633,9 +635,13 @@ STANDIN: dict[str, str] = {
                 ]
 
             def get_latent_shape_with_target_hw(self):
+                target_shape = self.input_info.target_shape
+                use_target = target_shape and len(target_shape) == 2
+                height = target_shape[0] if use_target else self.config["target_height"]
+                width = target_shape[1] if use_target else self.config["target_width"]
                 return self.get_latent_shape_with_lat_hw(
-                    self.config["target_height"] // self.config["vae_stride"][1],
-                    self.config["target_width"] // self.config["vae_stride"][2],
+                    int(height) // self.config["vae_stride"][1],
+                    int(width) // self.config["vae_stride"][2],
                 )
     """,
     "lightx2v/models/runners/wan/wan_distill_runner.py": """
@@ -699,6 +705,7 @@ STANDIN: dict[str, str] = {
             parser.add_argument("--prompt", type=str, default="")
             parser.add_argument("--negative_prompt", type=str, default="")
             parser.add_argument("--save_result_path", type=str, default=None)
+            parser.add_argument("--target_shape", nargs="+", type=int, default=[])
             args = parser.parse_args()
             torch.manual_seed(args.seed)
 
@@ -741,7 +748,13 @@ def write_standin(root: Path) -> None:
             (folder / "__init__.py").write_text("")
 
 
-def record_standin(tmp_path: Path, model_cls: str, config: dict[str, Any]) -> list[dict[str, Any]]:
+def record_standin(
+    tmp_path: Path,
+    model_cls: str,
+    config: dict[str, Any],
+    *extra: str,
+    live_shape: list[int] = LIVE_SHAPE,
+) -> list[dict[str, Any]]:
     src = tmp_path / "src"
     write_standin(src)
     config_json = tmp_path / "config.json"
@@ -764,12 +777,13 @@ def record_standin(tmp_path: Path, model_cls: str, config: dict[str, Any]) -> li
         "--warmup",
         "--prompt",
         "a cat",
+        *extra,
         options=("--profile", "none"),
         cwd=tmp_path,
         env=env,
     )
     assert proc.returncode == 0, proc.stderr
-    assert f"pipeline done: {LIVE_SHAPE}" in proc.stdout
+    assert f"pipeline done: {live_shape}" in proc.stdout
     assert manifest(trace)["status"] == "complete"
     evs = events(trace)
     assert not of("collector_error", evs), of("collector_error", evs)
@@ -813,12 +827,14 @@ def test_lightx2v_infer_is_recorded(
 
     requests = [(e["request_id"], e["phase"], e["shape"]) for e in of("request_start", evs)]
     # One warmup request per warmup resolution (each restarts at step 0 with a new shape);
-    # the live request is opened by run_pipeline, before the latents (and their shape) exist.
+    # the live request is opened by run_pipeline, before the latents exist: its shape is the
+    # latent shape the runner computes from the request's input_info and the config.
     assert requests == [
         ("w1", "warmup", WARMUP_SHAPES[0]),
         ("w2", "warmup", WARMUP_SHAPES[1]),
-        ("r3", "live", None),
+        ("r3", "live", LIVE_SHAPE),
     ]
+    assert [e["steps"] for e in of("request_start", evs)][-1] == live_steps
     ends = [(e["request_id"], e["phase"]) for e in of("request_end", evs)]
     assert ends == [("w1", "warmup"), ("w2", "warmup"), ("r3", "live")]
 
@@ -841,3 +857,20 @@ def test_lightx2v_infer_is_recorded(
     assert {e["frame"]["name"] for e in compiles} == {"block_runner"}
     recompiles = of("recompile", evs)
     assert [(e["phase"], e["request_id"]) for e in recompiles] == [("warmup", "w2")]
+
+
+def test_live_request_shape_is_read_from_input_info_target_shape(tmp_path: Path) -> None:
+    """`--target_shape 48 32` (pixels) puts [48, 32] in input_info.target_shape, which
+    LightX2V prefers over the config's 32x32: the request's shape at request_start is the
+    latent shape of 48x32 (the second warmup resolution), before any step has run."""
+    target = [4, 2, 6, 4]
+    evs = record_standin(
+        tmp_path, "wan2.1", {"infer_steps": 2}, "--target_shape", "48", "32", live_shape=target
+    )
+    live = [e for e in of("request_start", evs) if e["phase"] == "live"]
+    assert [(e["request_id"], e["shape"], e["steps"]) for e in live] == [("r3", target, 2)]
+    first_live_step = next(e for e in of("step_start", evs) if e["phase"] == "live")
+    assert live[0]["t"] < first_live_step["t"]
+    assert first_live_step["shape"] == target
+    # A warmed shape: nothing compiles in the live request.
+    assert not [e for e in of("compile_end", evs) if e["phase"] == "live"]
