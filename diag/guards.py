@@ -428,3 +428,118 @@ def condition_text(raw: str) -> str:
     """A failing guard's own condition, as reports quote it: the raw text without torch's
     compile-id prefix and without the source comment (and user stack) that follow it."""
     return _RAW_COMMENT.split(_RAW_PREFIX.sub("", raw, count=1), maxsplit=1)[0].strip()
+
+
+# --- what a guard's source is, in the program's terms ------------------------------------------
+
+_DYNAMO_ROOT = re.compile(r"^[LG]\[(?P<q>['\"])(?P<name>[^'\"]+)(?P=q)\]")
+_VIEW_BASE = "._base"
+_ARGS_ITEM = re.compile(r"^args\[\d+\]$")
+_STRIDE_EQ = re.compile(
+    r"^(?P<t>.+?)\.stride\(\)\[(?P<i>\d+)\] == (?P<n>\d+)\*(?P=t)\.size\(\)\[(?P<j>\d+)\]$"
+)
+
+
+@dataclass(frozen=True)
+class GuardSubject:
+    """What a guard's source names: the value the program holds (`self.cos_sin`), who holds it
+    (`self`, through the attribute `cos_sin`) and whether the guard is on the tensor that value
+    is a view of (`._base`) rather than on the value itself."""
+
+    source: str
+    tensor: str
+    owner: str | None
+    attribute: str | None
+    via_base: bool
+
+    @property
+    def is_argument(self) -> bool:
+        """A value passed to the compiled call (`x`, `args[0]`), not one it reads off an object."""
+        return self.owner is None
+
+
+def guard_subject(source: str | None) -> GuardSubject | None:
+    """Split `self.cos_sin._base` into owner `self`, attribute `cos_sin`, via a view's base.
+
+    Dynamo writes locals as `L['x']` in some versions and plainly in others; both read alike.
+    Sources that are not a dotted path (`len(x)`, `x[0].y` with calls) give None.
+    """
+    if not source:
+        return None
+    text = _DYNAMO_ROOT.sub(lambda m: m.group("name"), source.strip())
+    via_base = text.endswith(_VIEW_BASE)
+    tensor = text[: -len(_VIEW_BASE)] if via_base else text
+    if not tensor or any(c in tensor for c in " ()"):
+        return None
+    owner, dot, attribute = tensor.rpartition(".")
+    if not dot or not owner:
+        return GuardSubject(source, tensor, None, None, via_base)
+    return GuardSubject(source, tensor, owner, attribute, via_base)
+
+
+def describe_subject(subject: GuardSubject, frame: str | None = None) -> str:
+    """`self.cos_sin`: an attribute (`cos_sin`) of `self`, which block_runner reads; not one of
+    its arguments. With `._base`: and a view, whose base tensor the guard checks."""
+    where = f" {frame}" if frame else " the compiled frame"
+    if subject.is_argument:
+        what = (
+            f"`{subject.tensor}`, an argument of{where}"
+            if _ARGS_ITEM.match(subject.tensor) or frame
+            else f"`{subject.tensor}`, a value{where} receives"
+        )
+    else:
+        what = (
+            f"`{subject.tensor}` is the attribute `{subject.attribute}` of `{subject.owner}` "
+            f"that{where} reads, not an argument of the call"
+        )
+    if subject.via_base:
+        what += (
+            f"; it is a view (a reshape or slice of a bigger tensor), and Dynamo guards the "
+            f"tensor it was cut from, `{subject.tensor}._base`"
+        )
+    return what
+
+
+def explain_stride_guard(condition: str) -> str | None:
+    """`t.stride()[0] == 64*t.size()[1]` in words: a contiguous tensor's dim-0 stride is its dim-1
+    size times the sizes of the dims after it; Dynamo compiled that product as a constant, so
+    dim 1 may vary but the later dims are fixed (for a table laid out [frames, height, width,
+    channels]: width x channels), and a tensor with another size there fails the guard."""
+    match = _STRIDE_EQ.match(condition.strip())
+    if match is None:
+        return None
+    i, j, n = int(match.group("i")), int(match.group("j")), match.group("n")
+    if j != i + 1:
+        return None
+    return (
+        f"`{match.group('t')}` is contiguous, so its dim-{i} stride is its dim-{j} size times the "
+        f"sizes of the dims after dim {j}; the guard compiled their product as the constant {n}: "
+        f"dim {j} may vary, but dim {j + 1} and after are fixed (in a table laid out "
+        f"[frames, height, width, channels], width x channels = {n}), so a tensor with other "
+        f"sizes there recompiles"
+    )
+
+
+def mark_dynamic_hint(source: str | None, frame: str | None = None) -> str:
+    """Where `torch._dynamo.mark_dynamic` has to go for a shape guard on `source`: on the
+    argument before the call; on an attribute where it is assigned; for a view, on the tensor it
+    is cut from, where that tensor is made (marking the view itself does not reach its base)."""
+    subject = guard_subject(source)
+    if subject is None:
+        return "torch._dynamo.mark_dynamic(tensor, dim) on the tensor the guard names"
+    t = subject.tensor
+    if subject.via_base:
+        where = (
+            f"torch._dynamo.mark_dynamic(base, dim) on the tensor `{t}` is a view of "
+            f"(`{t}._base`), where that tensor is created, before it is reshaped or sliced "
+            f"into `{t}`"
+        )
+    elif subject.is_argument:
+        return f"torch._dynamo.mark_dynamic({t}, dim) on the argument before the call"
+    else:
+        where = f"torch._dynamo.mark_dynamic({t}, dim) where `{t}` is assigned"
+    if subject.owner is not None:
+        where += (
+            f" (`{subject.attribute}` of `{subject.owner}`, not an input of {frame or 'the call'})"
+        )
+    return where

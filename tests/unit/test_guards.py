@@ -18,7 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from diag.guards import GuardFailure, parse_guard_failure, parse_recompile_reasons
+from diag.guards import (
+    GuardFailure,
+    describe_subject,
+    explain_stride_guard,
+    guard_subject,
+    mark_dynamic_hint,
+    parse_guard_failure,
+    parse_recompile_reasons,
+)
 
 SHARED_TRACES = Path(__file__).resolve().parents[3] / "shared" / "data" / "torch_trace"
 
@@ -679,3 +687,78 @@ def test_every_recompile_reason_in_the_shared_traces() -> None:
     unknown = [g.raw for g in parsed if g.kind == "unknown"]
     assert len(unknown) <= 0.1 * len(parsed), "unclassified:\n" + "\n".join(unknown)
     assert all(g.compile_id is not None for g in parsed)
+
+
+# --- what the guard's source is, in the program's terms -----------------------------------------
+
+# Seen on the real LightX2V (tests/data/lightx2v): Wan's block reads its RoPE table off `self`.
+COS_SIN = "self.cos_sin._base.stride()[0] == 64*self.cos_sin._base.size()[1]"
+
+
+@pytest.mark.parametrize(
+    ("source", "tensor", "owner", "attribute", "via_base"),
+    [
+        ("self.cos_sin._base", "self.cos_sin", "self", "cos_sin", True),
+        ("L['self'].cos_sin._base", "self.cos_sin", "self", "cos_sin", True),
+        ("self.transformer.freqs", "self.transformer.freqs", "self.transformer", "freqs", False),
+        ("rotary_emb[0]._base", "rotary_emb[0]", None, None, True),
+        ("L['x']", "x", None, None, False),
+        ("args[0]", "args[0]", None, None, False),
+    ],
+)
+def test_guard_subject_names_owner_and_attribute(
+    source: str, tensor: str, owner: str | None, attribute: str | None, via_base: bool
+) -> None:
+    subject = guard_subject(source)
+    assert subject is not None
+    assert (subject.tensor, subject.owner, subject.attribute, subject.via_base) == (
+        tensor,
+        owner,
+        attribute,
+        via_base,
+    )
+    assert subject.is_argument == (owner is None)
+
+
+@pytest.mark.parametrize("source", [None, "", "len(self.config)", "___dict_version(G)"])
+def test_guard_subject_is_none_for_what_is_not_a_path(source: str | None) -> None:
+    assert guard_subject(source) is None
+
+
+def test_an_attribute_is_not_called_an_input() -> None:
+    subject = guard_subject("self.cos_sin._base")
+    assert subject is not None
+    text = describe_subject(subject, "block_runner")
+    assert text.startswith("`self.cos_sin` is the attribute `cos_sin` of `self`")
+    assert "block_runner reads, not an argument of the call" in text
+    assert "Dynamo guards the tensor it was cut from, `self.cos_sin._base`" in text
+    hint = mark_dynamic_hint("self.cos_sin._base", "block_runner")
+    assert "on the tensor `self.cos_sin` is a view of (`self.cos_sin._base`)" in hint
+    assert "where that tensor is created" in hint
+    assert hint.endswith("(`cos_sin` of `self`, not an input of block_runner)")
+    assert "input that carries" not in hint
+
+
+def test_mark_dynamic_hint_for_arguments_and_attributes() -> None:
+    assert mark_dynamic_hint("L['x']", "forward") == (
+        "torch._dynamo.mark_dynamic(x, dim) on the argument before the call"
+    )
+    assert mark_dynamic_hint("self.freqs", "forward") == (
+        "torch._dynamo.mark_dynamic(self.freqs, dim) where `self.freqs` is assigned "
+        "(`freqs` of `self`, not an input of forward)"
+    )
+    assert "on the tensor the guard names" in mark_dynamic_hint(None)
+
+
+def test_stride_guard_explained_as_fixed_later_dims() -> None:
+    text = explain_stride_guard(COS_SIN)
+    assert text is not None
+    assert text.startswith("`self.cos_sin._base` is contiguous, so its dim-0 stride is its dim-1")
+    assert "the constant 64: dim 1 may vary, but dim 2 and after are fixed" in text
+    assert "width x channels = 64" in text
+    # Also diffusers' rotary table (FACTS), and only the adjacent-dims shape of the guard.
+    assert explain_stride_guard(
+        "rotary_emb[0]._base.stride()[0] == 24*rotary_emb[0]._base.size()[1]"
+    )
+    assert explain_stride_guard("x.stride()[0] == 24*x.size()[2]") is None
+    assert explain_stride_guard("x.size()[0] == 4") is None
