@@ -142,6 +142,14 @@ def kineto_notices(trace: Any) -> list[str]:
             f"a CUPTI range-profiler trace ({ranges} cuda_profiler_range events) with no kernel "
             "activity: kernel timing needs torch.profiler with ProfilerActivity.CUDA"
         )
+    unlaunched = [a for a in trace.activities if a.launch_ts < 0]
+    if unlaunched and len(unlaunched) < len(trace.activities):
+        busy_ms = sum(a.dur for a in unlaunched) / 1e3
+        notices.append(
+            f"{len(unlaunched)} GPU activities ({busy_ms:.3f} ms) have no launch record in the "
+            "trace (launched before the profiler started, or the trace was cut): they are left "
+            "out of every step, as HTA drops them"
+        )
     if not trace.activities and not device and not ranges:
         notices.append(
             "no GPU activity in the trace (a CPU-only profile): kernel, copy and idle "

@@ -177,8 +177,13 @@ def cut_window(
         profile = profiles[index]
         return profile if ts <= profile.end_ts else None
 
-    # GPU work belongs to the step that launched it, however late it ran.
+    # GPU work belongs to the step that launched it, however late it ran. Work with no launch
+    # record in a trace that has launches was launched before the profiler started: it
+    # belongs to no step here (HTA drops it too); diag.inputs.kineto_notices counts it.
+    launched = any(a.launch_ts >= 0 for a in trace.activities)
     for activity in trace.activities:
+        if activity.launch_ts < 0 and launched:
+            continue
         found = owner(activity.launch_ts if activity.launch_ts >= 0 else activity.ts)
         if found is not None:
             found.activities.append(activity)

@@ -251,3 +251,14 @@ def test_an_export_log_says_it_holds_no_compiles() -> None:
         "no compilation_metrics" in w
         for w in input_warnings(load_torch_trace(TLPARSE / "comp_metrics.log.gz"))
     )
+
+
+def test_gpu_work_without_a_launch_record_belongs_to_no_step() -> None:
+    """HTA's trace_compare base: 16 of its 18 GPU activities have no launch in the trace (HTA
+    counts 2 kernels and no copy); they are in no step, and the reader says so."""
+    trace = open_input(kineto=HTA / "trace_compare_base.json.gz")
+    assert trace.compiled is not None and trace.compiled.profiles
+    in_steps = [a for p in trace.compiled.profiles for a in p.activities]
+    assert in_steps and all(a.launch_ts >= 0 for a in in_steps)
+    assert sum(a.kind == "kernel" for a in in_steps) == 2  # HTA's count
+    assert any("16 GPU activities" in w and "no launch record" in w for w in input_warnings(trace))
