@@ -28,21 +28,13 @@ from diag.traceformat import (
     STATUS_RUNNING,
 )
 
-# Notice kinds, most serious first (the order they are shown in).
+# Notice kinds (docs/FINDINGS.md).
 RECORDING_INCOMPLETE = "recording-incomplete"
 COLLECTORS_MISSING = "collectors-missing"
 NO_PROCESS = "no-process"
 PROCESS_CUT_SHORT = "process-cut-short"
 NO_STEPS = "no-steps"
 NO_WARMUP = "no-warmup"
-NOTICE_KINDS = (
-    RECORDING_INCOMPLETE,
-    COLLECTORS_MISSING,
-    NO_PROCESS,
-    PROCESS_CUT_SHORT,
-    NO_STEPS,
-    NO_WARMUP,
-)
 
 #: How to show diag a program's steps and requests, and its warmup (shared with the summary).
 HOW_STEPS = (
@@ -104,10 +96,6 @@ class Visibility:
     def all_clear_possible(self) -> bool:
         """True when nothing stands between "no findings" and "nothing went wrong"."""
         return self.status.complete and not self.notices
-
-    @property
-    def warmup_known(self) -> bool:
-        return not any(n.kind in (NO_STEPS, NO_WARMUP, NO_PROCESS) for n in self.notices)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -318,19 +306,35 @@ def _run_notices(trace: Trace, run: RunData, imported: bool) -> list[Notice]:
                 run.label,
             )
         )
-    elif not imported and not any(r.phase == "warmup" for r in run.requests):
-        live = len(run.requests)
-        notices.append(
-            Notice(
-                NO_WARMUP,
-                f"no warmup identified in run {run.label}: all {live} request(s) count as "
-                "live, so a compile in a request the program meant as warmup reads as a live "
-                "compile",
-                HOW_WARMUP,
-                run.label,
-            )
-        )
+    elif not imported:
+        notices.extend(_warmup_notice(run))
     return notices
+
+
+def _warmup_notice(run: RunData) -> list[Notice]:
+    """Processes (ranks, workers) whose requests include no warmup: `--warmup-requests` counts
+    per process, so each one is judged alone."""
+    by_pid: dict[int, list[str]] = {}
+    for request in run.requests:
+        by_pid.setdefault(request.pid, []).append(request.phase)
+    unwarmed = [pid for pid, phases in by_pid.items() if "warmup" not in phases]
+    if not unwarmed:
+        return []
+    count = sum(len(by_pid[pid]) for pid in unwarmed)
+    where = (
+        f" (process(es) {', '.join(map(str, unwarmed[:4]))} of {len(by_pid)})"
+        if len(by_pid) > 1
+        else ""
+    )
+    return [
+        Notice(
+            NO_WARMUP,
+            f"no warmup identified in run {run.label}{where}: all {count} request(s) count as "
+            "live, so a compile in a request the program meant as warmup reads as a live compile",
+            HOW_WARMUP,
+            run.label,
+        )
+    ]
 
 
 def status_lines(visibility: Visibility) -> list[str]:

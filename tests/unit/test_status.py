@@ -129,3 +129,15 @@ def test_an_imported_torch_trace_says_no_steps_and_how(tmp_path: Path) -> None:
     (notice,) = visibility.notices
     assert notice.kind == "no-steps" and notice.how.startswith("record it with diag record")
     assert "nothing compiled after warmup" not in findings_to_text([], visibility)
+
+
+def test_warmup_is_judged_per_process(tmp_path: Path) -> None:
+    """Two ranks: rank 0 warms up, rank 1 does not (its --warmup-requests count is its own)."""
+    folder = _trace(tmp_path, WARMED)
+    rank1 = folder / "runs" / "compiled" / "rank1-pid8"
+    rank1.mkdir()
+    events = [{**PROCESS, "pid": 8}, *_request("r1", "live", 10), *_request("r2", "live", 20), END]
+    (rank1 / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    (notice,) = assess(load_trace(folder)).notices
+    assert notice.kind == "no-warmup"
+    assert "(process(es) 8 of 2): all 2 request(s) count as live" in notice.message
