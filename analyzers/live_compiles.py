@@ -19,8 +19,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from diag.findings import Finding
-from diag.guards import condition_text
-from diag.run import Compile, Guard, Request, RunData, Trace
+from diag.frames import label as frame_label
+from diag.guards import (
+    condition_text,
+    describe_subject,
+    explain_stride_guard,
+    guard_subject,
+    mark_dynamic_hint,
+)
+from diag.run import Compile, Frame, Guard, Request, RunData, Trace
 
 from .common import format_seconds as _secs
 from .common import id_suffix as _id_suffix
@@ -29,11 +36,12 @@ from .common import process_lines as _tag_lines
 ANALYZER = "live-compile"
 
 #: Names of the request-shape dimensions, by rank. Request shapes are frames x height x width
-#: in latent pixels for the adapters that report them (diag.fixtures, LightX2V); any other rank
-#: gets positional names.
+#: in latent pixels for diag.fixtures, and LightX2V's latents [C, T, H, W] (channels, frames,
+#: height, width); any other rank gets positional names.
 _DIM_NAMES: dict[int, tuple[str, ...]] = {
     2: ("height", "width"),
     3: ("frames", "height", "width"),
+    4: ("channels", "frames", "height", "width"),
 }
 _SIZE_KINDS = ("tensor-size", "tensor-stride")
 _VALUE_KINDS = (
@@ -77,10 +85,10 @@ def _analyze_run(run: RunData) -> list[Finding]:
     if not run.compiles:
         return []
     requests = {(r.pid, r.request_id): r for r in run.requests}
-    groups: dict[tuple[int, str, str], list[Compile]] = {}
+    groups: dict[tuple[int, Frame | None, str], list[Compile]] = {}
     for item in run.compiles:
         if item.live and item.request_id is not None and item.result != "recompile_limit":
-            key = (item.pid, _frame_name(item), item.request_id)
+            key = (item.pid, item.frame, item.request_id)
             groups.setdefault(key, []).append(item)
     findings = [
         _live_finding(run, compiles, requests.get((pid, rid)))
@@ -100,7 +108,7 @@ def _analyze_run(run: RunData) -> list[Finding]:
 
 def _live_finding(run: RunData, compiles: list[Compile], request: Request | None) -> Finding:
     first = compiles[0]
-    frame = _frame_name(first)
+    frame = frame_label(run, first.frame)
     rid = first.request_id or "?"
     steps = sorted({c.step for c in compiles if c.step is not None})
     total = sum(c.duration_s or 0.0 for c in compiles)
@@ -123,13 +131,14 @@ def _live_finding(run: RunData, compiles: list[Compile], request: Request | None
     if shape is not None and any(g.kind in _SIZE_KINDS for c in compiles for g in c.guards[:1]):
         coverage = _coverage(shape, _warm_shapes(run, first.pid))
         evidence.append(_coverage_sentence(coverage, rid, _size_guard(compiles)))
+        evidence.extend(_guard_meaning(_size_guard(compiles), frame))
     limit = next(
         (
             c
             for c in run.compiles
             if c.result == "recompile_limit"
             and c.pid == first.pid
-            and _frame_name(c) == frame
+            and c.frame == first.frame
             and c.t >= first.t
         ),
         None,
@@ -197,6 +206,19 @@ def _compile_line(item: Compile) -> str:
     return line
 
 
+def _guard_meaning(guard: Guard | None, frame: str) -> list[str]:
+    """What the failing shape guard checks, in the program's terms: whose attribute or which
+    argument it reads, whether through a view's base, and what a stride guard baked in."""
+    subject = guard_subject(guard.source) if guard is not None else None
+    if guard is None or subject is None:
+        return []
+    text = f"what the guard checks: {describe_subject(subject, frame)}"
+    stride = None
+    if guard.kind == "tensor-stride":
+        stride = explain_stride_guard(condition_text(guard.raw))
+    return [text + (f"; {stride}" if stride else "")]
+
+
 def _size_guard(compiles: list[Compile]) -> Guard | None:
     for item in compiles:
         if item.guards and item.guards[0].kind in _SIZE_KINDS:
@@ -216,8 +238,7 @@ def _fix(newest: Guard | None, shape: Shape | None, uncovered: list[str], frame:
         return (
             f"Warm up the shape live traffic sends{where}, or a second value of {dims} in "
             f"warmup so automatic dynamic marks it dynamic before traffic; or mark it dynamic "
-            f"yourself with torch._dynamo.mark_dynamic(tensor, dim) on the input that carries "
-            f"{newest.source or 'it'}."
+            f"yourself: {mark_dynamic_hint(newest.source, frame)}."
         )
     if newest.kind in _VALUE_KINDS:
         return (
@@ -413,11 +434,12 @@ def _warmup_compiles_finding(run: RunData) -> Finding | None:
     if not warm:
         return None
     total = sum(c.duration_s or 0.0 for c in warm)
-    by_frame: dict[str, list[Compile]] = {}
+    by_frame: dict[Frame | None, list[Compile]] = {}
     for item in warm:
-        by_frame.setdefault(_frame_name(item), []).append(item)
+        by_frame.setdefault(item.frame, []).append(item)
     evidence = []
-    for frame, items in by_frame.items():
+    for code, items in by_frame.items():
+        frame = frame_label(run, code)
         by_step: dict[tuple[str | None, int | None], list[Compile]] = {}
         for item in items:
             by_step.setdefault((item.request_id, item.step), []).append(item)
@@ -452,10 +474,6 @@ def _warmup_compiles_finding(run: RunData) -> Finding | None:
 
 
 # --- text helpers ------------------------------------------------------------------------------
-
-
-def _frame_name(item: Compile) -> str:
-    return item.frame.name if item.frame is not None else "<unknown frame>"
 
 
 def _guard_text(guard: Guard) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import statistics
 
 from diag.findings import Finding
+from diag.frames import label as frame_label
 from diag.guards import condition_text
 from diag.run import Compile, Event, Frame, Guard, RunData, Step, Trace
 
@@ -34,7 +35,7 @@ def analyze(trace: Trace) -> list[Finding]:
         seen: dict[tuple[int, str], int] = {}
         for event in run.of("recompile_limit"):
             frame = Frame.from_event(event.data.get("frame"))
-            name = frame.name if frame is not None else "<unknown frame>"
+            name = frame_label(run, frame)
             index = seen.get((event.pid, name), 0)
             seen[(event.pid, name)] = index + 1
             findings.append(_finding(run, event, frame, name, index))
