@@ -19,6 +19,9 @@ time now" and "keep it" from one run to the next.
 
 from __future__ import annotations
 
+import dataclasses
+import re
+
 from diag.findings import Finding
 from diag.regions import KernelStat, RegionComparison, compare_regions
 from diag.run import Trace
@@ -44,7 +47,8 @@ def cost(comparison: RegionComparison) -> Comparison:
 
 def analyze(trace: Trace) -> list[Finding]:
     findings: list[Finding] = []
-    for comparison in compare_regions(trace):
+    for found in compare_regions(trace):
+        comparison = _without_template_variants(found)
         if comparison.missing:
             findings.append(_missing(trace, comparison))
         if comparison.swapped_attention is not None:
@@ -74,7 +78,46 @@ def _side_line(label: str, stats: list[KernelStat], names: list[str], unit: str)
 
 
 def _reference_label(trace: Trace) -> str:
+    plain = _plain_files(trace)
+    if plain is not None:
+        return plain[1]
     return "against" if "against" in trace.runs else "eager"
+
+
+def _plain_files(trace: Trace) -> tuple[str, str] | None:
+    """(this file, the --against file) for two plain profiler traces: neither is known to be
+    eager or compiled, so findings name the files, not "eager" and "torch.compile"."""
+    if trace.manifest.get("format") != "kineto" or "against" not in trace.runs:
+        return None
+    profiles = trace.runs["against"].profiles or []
+    against = profiles[0].window.rsplit("/", 1)[-1] if profiles else "the --against trace"
+    return trace.path.name, against
+
+
+_TEMPLATE = re.compile(r"<.*")
+
+
+def _template_base(name: str) -> str:
+    """`void ns::kernel<float, 2ul>(args)` -> `void ns::kernel`: one kernel, any instantiation."""
+    return _TEMPLATE.sub("", name.split("(", 1)[0]).strip()
+
+
+def _without_template_variants(comparison: RegionComparison) -> RegionComparison:
+    """A kernel whose compiled side runs another template instantiation of it (FBGEMM's
+    `…2ul>` and `…5ul>`) was not routed around: the same kernel, other sizes."""
+    compiled = {_template_base(k.name) for k in comparison.compiled}
+    missing = [n for n in comparison.missing if _template_base(n) not in compiled]
+    if missing == comparison.missing:
+        return comparison
+    bases = {_template_base(n) for n in comparison.missing}
+    replacements = [n for n in comparison.replacements if _template_base(n) not in bases]
+    return dataclasses.replace(comparison, missing=missing, replacements=replacements)
+
+
+def short_name(name: str, limit: int = 120) -> str:
+    """A kernel name for a title: its parameter list dropped, then cut to `limit`."""
+    head = name.split("(", 1)[0] if "(" in name else name
+    return head if len(head) <= limit else head[: limit - 1] + "…"
 
 
 def _times(comparison: RegionComparison, reference: str) -> str:
@@ -127,11 +170,13 @@ def _cost_fix(verdict: Comparison) -> str:
 
 def _missing(trace: Trace, comparison: RegionComparison) -> Finding:
     reference = _reference_label(trace)
+    plain = _plain_files(trace)
     unit = "kernel" if comparison.device == "gpu" else "op"
-    names = ", ".join(comparison.missing)
+    names = ", ".join(short_name(n) for n in comparison.missing)
+    this = plain[0] if plain else "compiled"
     evidence = [
         _side_line(reference, comparison.reference, comparison.missing, unit) + " per step",
-        "compiled: none of these ran in the compiled region",
+        f"{this}: none of these ran in the " + ("same region" if plain else "compiled region"),
     ]
     if comparison.replacements:
         evidence.append(
@@ -147,14 +192,27 @@ def _missing(trace: Trace, comparison: RegionComparison) -> Finding:
         id=f"{ANALYZER}:{comparison.region}:{'+'.join(comparison.missing)}",
         analyzer=ANALYZER,
         severity="warning",
-        title=f"{names} runs in eager but not under torch.compile in {comparison.region}"
-        + (f" (replaced by {comparison.replacements[0]})" if comparison.replacements else ""),
+        title=(
+            f"{names} runs in {plain[1]} but not in {plain[0]} in {comparison.region}"
+            if plain
+            else f"{names} runs in eager but not under torch.compile in {comparison.region}"
+        )
+        + (
+            f" (replaced by {short_name(comparison.replacements[0])})"
+            if comparison.replacements
+            else ""
+        ),
         evidence=evidence,
         fix=(
-            f"Find the branch that routes around {comparison.missing[0]} when compiling "
-            "(torch.compiler.is_compiling(), a library's Dynamo fallback) and call the kernel "
-            "as a custom op (torch.library.custom_op with a register_fake) so the compiled graph "
-            "keeps it. " + _cost_fix(verdict)
+            f"The two traces run different kernels in {comparison.region}: if "
+            f"{short_name(comparison.missing[0])} is the one you expect, find the branch or "
+            f"dispatch that skips it in the program that wrote {plain[0]} (a torch.compile "
+            "fallback, another library version or build, another GPU)."
+            if plain
+            else f"Find the branch that routes around {short_name(comparison.missing[0])} when "
+            "compiling (torch.compiler.is_compiling(), a library's Dynamo fallback) and call "
+            "the kernel as a custom op (torch.library.custom_op with a register_fake) so the "
+            "compiled graph keeps it. " + _cost_fix(verdict)
         ),
         location=_location(trace, comparison.region),
         data={

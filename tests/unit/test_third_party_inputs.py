@@ -262,3 +262,45 @@ def test_gpu_work_without_a_launch_record_belongs_to_no_step() -> None:
     assert in_steps and all(a.launch_ts >= 0 for a in in_steps)
     assert sum(a.kind == "kernel" for a in in_steps) == 2  # HTA's count
     assert any("16 GPU activities" in w and "no launch record" in w for w in input_warnings(trace))
+
+
+# --- two plain traces compared: no "eager" and "torch.compile", no template false alarm --------
+
+H200 = Path(__file__).resolve().parents[1] / "data" / "h200"
+# Kernel names as they appear in HTA's trace_diff pair (test.json.gz / control.json.gz).
+_FBGEMM = (
+    "void split_embedding_backward_codegen_rowwise_adagrad_unweighted_kernel_cta_per_row_1"
+    "<float, float, float, {n}ul>(at::GenericPackedTensorAccessor<float, 2ul, "
+    "at::RestrictPtrTraits, int>" + ", at::GenericPackedTensorAccessor<float, 1ul>" * 120 + ")"
+)
+
+
+def test_two_plain_traces_are_named_by_their_files() -> None:
+    trace = open_input(
+        kineto=H200 / "wan-routing.json.gz", against=H200 / "wan-routing-eager.json.gz"
+    )
+    (finding,) = [f for f in analyze(trace) if f.analyzer == "kernel-routing"]
+    assert "runs in wan-routing-eager.json.gz but not in wan-routing.json.gz" in finding.title
+    assert "eager" not in finding.title.replace("wan-routing-eager", "")
+    assert "torch.compile" not in finding.title
+
+
+def test_a_template_variant_is_not_routing() -> None:
+    from analyzers.kernel_routing import _without_template_variants, short_name
+    from diag.regions import KernelStat, RegionComparison
+
+    before, after = _FBGEMM.format(n=2), _FBGEMM.format(n=5)
+    assert len(before) > 5000
+    comparison = RegionComparison(
+        region="whole step",
+        device="gpu",
+        reference=[KernelStat(before, "custom", 4, 0.01)],
+        compiled=[KernelStat(after, "custom", 4, 0.02)],
+        reference_s=0.01,
+        compiled_s=0.02,
+        missing=[before],
+        replacements=[after],
+        steps=6,
+    )
+    assert _without_template_variants(comparison).missing == []
+    assert len(short_name(before)) <= 120
