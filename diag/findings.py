@@ -112,7 +112,9 @@ def _no_findings(visibility: Visibility | None) -> str:
 
     if visibility is not None and visibility.status.status == IMPORTED and not visibility.notices:
         return "No findings: no problem was detected in what the imported trace holds."
-    if visibility is None or visibility.all_clear_possible:
+    if visibility is None:  # the caller did not say what the recording could show
+        return "No findings: no problem was detected."
+    if visibility.all_clear_possible:
         return "No findings: nothing compiled after warmup and no problem was detected."
     return (
         "No findings in what was recorded, which is not an all-clear: "

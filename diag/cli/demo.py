@@ -73,7 +73,10 @@ class DemoCommand:
         for summary in summarize(trace_dir):
             for line in summary.lines():
                 print(f"  {line}", file=sys.stderr)
-        print(findings_to_text(analyze_trace(trace_dir)))
+        from diag.run import load_trace
+        from diag.status import assess
+
+        print(findings_to_text(analyze_trace(trace_dir), assess(load_trace(trace_dir))))
         print(
             f"\nnext:\n  diag tui {trace_dir}         # browse from each finding to its evidence"
             f"\n  diag report {trace_dir}      # one HTML file to attach to a bug"
