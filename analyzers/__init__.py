@@ -27,6 +27,7 @@ REGISTRY: dict[str, str] = {
     "warmup-hygiene": "hygiene",
     "magi-compile": "magi",
     "kernel-routing": "kernel_routing",
+    "trace-diff": "trace_diff",
     "offload-bound": "offload_bound",
     "rank-divergence": "rank_divergence",
     "compile-failure": "failures",

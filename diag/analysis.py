@@ -15,7 +15,7 @@ from diag.findings import Finding
 from diag.run import Trace
 
 #: Analyzers that read Kineto windows; the others need only the event files.
-KERNEL_ANALYZERS = ("kernel-routing", "offload-bound")
+KERNEL_ANALYZERS = ("kernel-routing", "offload-bound", "trace-diff")
 
 
 def _registry() -> ModuleType:

@@ -36,7 +36,7 @@ import msgspec
 from diag.errors import DiagError
 
 # Bump when the parsed result changes for the same input: it invalidates derived caches.
-PARSER_VERSION = 2
+PARSER_VERSION = 3
 REGION_PREFIX = "diag.region:"
 
 Progress = Callable[[int, int], None]
@@ -107,6 +107,8 @@ class KinetoTrace(msgspec.Struct):
     #: Complete events of categories the reader does not use, by category: what a notice
     #: names when the trace's own device work was not read (MTIA, CUPTI profiler ranges).
     unread: dict[str, int] = msgspec.field(default_factory=dict)
+    #: GPU names from the file's deviceProperties ("NVIDIA A100-SXM4-80GB"), in its order.
+    devices: list[str] = msgspec.field(default_factory=list)
 
     def unix_ns(self, ts: float) -> int:
         """Wall-clock ns of a trace timestamp (µs), to line it up with diag's events."""
@@ -140,9 +142,15 @@ class _RawEvent(msgspec.Struct, gc=False):
     args: _RawArgs | None = None
 
 
+class _RawDevice(msgspec.Struct, gc=False):
+    name: str | None = None
+
+
 class _RawDoc(msgspec.Struct):
     traceEvents: list[_RawEvent] | None = None  # noqa: N815 (the file's key)
     baseTimeNanoseconds: int | float | None = None  # noqa: N815
+    # Raw, decoded apart: a foreign layout of this optional key must not refuse the trace.
+    deviceProperties: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)  # noqa: N815
 
 
 _CPU, _ANNOTATION, _RUNTIME, _KERNEL, _MEMCPY, _MEMSET, _SYNC = range(7)
@@ -324,9 +332,11 @@ def _event_chunks(
             buf += more
         whole = _decode_doc(source.path, buf, 0, whole=True)
         doc.baseTimeNanoseconds = whole.baseTimeNanoseconds
+        doc.deviceProperties = whole.deviceProperties
         yield whole.traceEvents or []
         return
     doc.baseTimeNanoseconds = head.baseTimeNanoseconds
+    doc.deviceProperties = head.deviceProperties
     pending = bytearray(b"[")
     pending += memoryview(buf)[key.end() :]
     del buf
@@ -358,6 +368,8 @@ def _event_chunks(
     tail = _decode_doc(source.path, b'{"traceEvents":' + bytes(pending), decoded, whole=False)
     if tail.baseTimeNanoseconds is not None:
         doc.baseTimeNanoseconds = tail.baseTimeNanoseconds
+    if tail.deviceProperties:
+        doc.deviceProperties = tail.deviceProperties
     yield tail.traceEvents or []
 
 
@@ -765,7 +777,22 @@ def read_kineto(path: Path, progress: Progress | None = None) -> KinetoTrace:
         if progress is not None:
             progress(source.size, source.size)
         base = doc.baseTimeNanoseconds
-        return builder.finish(str(path), int(base) if isinstance(base, int | float) else 0)
+        trace = builder.finish(str(path), int(base) if isinstance(base, int | float) else 0)
+        trace.devices = _device_names(doc.deviceProperties)
+        return trace
+
+
+_DECODE_DEVICES = msgspec.json.Decoder(list[_RawDevice])
+
+
+def _device_names(raw: msgspec.Raw) -> list[str]:
+    if not raw:
+        return []
+    try:
+        devices = _DECODE_DEVICES.decode(raw)
+    except msgspec.MsgspecError:
+        return []
+    return [d.name[:200] for d in devices if d.name]
 
 
 @contextlib.contextmanager

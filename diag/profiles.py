@@ -45,6 +45,8 @@ class StepProfile:
     #: GPU runs behind the CPU, or the first GPU activity of a trace cut into no steps. GPU time
     #: before it belongs to earlier work, not to this step's idle.
     gpu_from_ts: float | None = None
+    #: GPU names from the trace's deviceProperties (empty when the trace has none).
+    devices: tuple[str, ...] = ()
 
     @property
     def key(self) -> tuple[int | None, str, int]:
@@ -165,6 +167,7 @@ def cut_window(
             trace.platform,
             start,
             end,
+            devices=tuple(getattr(trace, "devices", ())),
         )
         for step, (start, end) in zip(steps, bounds, strict=True)
     ]

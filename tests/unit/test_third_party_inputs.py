@@ -304,3 +304,18 @@ def test_a_template_variant_is_not_routing() -> None:
     )
     assert _without_template_variants(comparison).missing == []
     assert len(short_name(before)) <= 120
+
+
+def test_trace_diff_names_another_gpu_and_stays_quiet_on_a_twin(tmp_path: Path) -> None:
+    """The real H200 eager trace against a copy whose deviceProperties say A100 (HTA's
+    trace_diff pair, V100 against A100, is 3.3 MB: bench/agreement.py runs on it instead)."""
+    document = json.loads(gzip.decompress((H200 / "wan-eager.json.gz").read_bytes()))
+    assert document["deviceProperties"][0]["name"] == "NVIDIA H200"
+    document["deviceProperties"][0]["name"] = "NVIDIA A100-SXM4-80GB"
+    other = tmp_path / "a100.json"
+    other.write_text(json.dumps(document))
+    trace = open_input(kineto=H200 / "wan-eager.json.gz", against=other)
+    (finding,) = [f for f in analyze(trace) if f.analyzer == "trace-diff"]
+    assert "different GPU (NVIDIA H200 vs NVIDIA A100-SXM4-80GB)" in finding.title
+    twin = open_input(kineto=H200 / "wan-eager.json.gz", against=H200 / "wan-eager.json.gz")
+    assert not [f for f in analyze(twin) if f.analyzer == "trace-diff"]
