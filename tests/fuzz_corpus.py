@@ -151,6 +151,8 @@ def _kineto_step_names(rng: random.Random, document: Any) -> Any:
 
 
 def _kineto_wrong_type(rng: random.Random, document: Any) -> Any:
+    if isinstance(document, dict) and rng.random() < 0.2:
+        document["deviceProperties"] = rng.choice([*_ODD_VALUES, [{"name": 5}], [None, {}]])
     events = [e for e in _events(document) if isinstance(e, dict)]
     for _ in range(rng.randint(1, 4)):
         if not events:
