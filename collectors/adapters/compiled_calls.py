@@ -45,9 +45,24 @@ _CLAIMED: list[Callable[[Any], bool]] = []
 _FALLBACK: CompiledCalls | None = None
 
 
+#: Called once per compiled callable, before its first call, with what was compiled.
+_BEFORE_FIRST_CALL: list[Callable[[Any], None]] = []
+
+
 def claim(predicate: Callable[[Any], bool]) -> None:
     """Another adapter makes its own steps of calls into targets for which `predicate` holds."""
     _CLAIMED.append(predicate)
+
+
+def before_first_call(callback: Callable[[Any], None]) -> None:
+    """`callback(target)` once per compiled callable, before Dynamo first traces it (diffusers
+    models reached from it then lose their hooks: Dynamo would trace those)."""
+    _BEFORE_FIRST_CALL.append(callback)
+
+
+def _first_call(session: Session, target: Any) -> None:
+    for callback in _BEFORE_FIRST_CALL:
+        session.guarded(_WHERE, callback, target)
 
 
 def turn_off() -> None:
@@ -99,6 +114,7 @@ class CompiledCalls:
 
     def _mark_module(self, target: Any, module: Any) -> Any:
         module.__dict__["_diag_compiled_target"] = getattr(module, "_orig_mod", target)
+        _first_call(self.session, module.__dict__["_diag_compiled_target"])
         module.register_forward_pre_hook(self._compiled_pre)
         module.register_forward_hook(self._compiled_post, always_call=True)
         return module
@@ -108,10 +124,14 @@ class CompiledCalls:
         owner = getattr(target, "__self__", target)  # a module's compiled _call_impl: the module
         is_compiling = self.torch.compiler.is_compiling
         enter, leave = self._enter, self._leave
+        first = [True]
 
         def compiled_call(*args: Any, **kwargs: Any) -> Any:
             if is_compiling():
                 return compiled(*args, **kwargs)
+            if first[0]:
+                first[0] = False
+                _first_call(fallback.session, target)
             entered = fallback.session.guarded(_WHERE, enter, owner, args, kwargs)
             try:
                 return compiled(*args, **kwargs)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from . import compiled_calls
@@ -64,6 +65,8 @@ class ModelCalls:
         self.adapter = adapter
         self.inferred = InferredSteps(session, ADAPTER_NAME, RANK_MODEL_CALLS)
         self._local = threading.local()
+        self._hooks: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDictionary()
+        self._seen: weakref.WeakSet[Any] = weakref.WeakSet()
         self.on_pre = outside_dynamo(self.torch, self._on_pre)
         self.on_post = outside_dynamo(self.torch, self._on_post)
 
@@ -82,17 +85,52 @@ class ModelCalls:
         setattr(__init__, _WRAPPED, True)
         base.__init__ = __init__  # type: ignore[misc]
         compiled_calls.claim(lambda target: isinstance(target, base))
+        compiled_calls.before_first_call(self.unhook_reachable)
 
     def hook(self, model: Any) -> None:
         if callable(getattr(model, "encode", None)) and callable(getattr(model, "decode", None)):
             return  # an autoencoder: its calls are no denoising steps
-        model.register_forward_pre_hook(_model_pre_hook, with_kwargs=True)
-        model.register_forward_hook(_model_post_hook, always_call=True)
+        self._hooks[model] = [
+            model.register_forward_pre_hook(_model_pre_hook, with_kwargs=True),
+            model.register_forward_hook(_model_post_hook, always_call=True),
+        ]
+
+    # -- models that Dynamo would trace lose their hooks ------------------------------------------
+
+    def unhook_inner(self, model: Any, keep: Any = None) -> None:
+        """Models inside `model` (a submodule that is a model too) are traced with it."""
+        for inner in model.modules():
+            if inner is not keep and inner in self._hooks:
+                for handle in self._hooks.pop(inner):
+                    handle.remove()
+
+    def unhook_reachable(self, target: Any) -> None:
+        """A compiled callable is about to be traced: the models it can reach (its module, its
+        bound `self`, its closure, the globals it names) are traced with it."""
+        if isinstance(target, self.torch.nn.Module):
+            self.unhook_inner(target, keep=target)  # its own hooks run outside the frame
+            return
+        owner = getattr(target, "__self__", None)
+        if isinstance(owner, self.torch.nn.Module):
+            self.unhook_inner(owner, keep=owner if target.__name__ == "_call_impl" else None)
+        function = getattr(target, "__func__", target)
+        code = getattr(function, "__code__", None)
+        if code is None:
+            return
+        reachable = [cell.cell_contents for cell in function.__closure__ or () if _full(cell)]
+        names = getattr(function, "__globals__", {})
+        reachable += [names[name] for name in code.co_names if name in names]
+        for value in reachable:
+            if isinstance(value, self.torch.nn.Module):
+                self.unhook_inner(value)
 
     def _on_pre(self, model: Any, args: Any, kwargs: Any) -> None:
         local = self._local
         depth = local.__dict__.get("depth", 0)
         local.depth = depth + 1
+        if model not in self._seen:  # its first call, before any compile can trace it
+            self._seen.add(model)
+            self.unhook_inner(model, keep=model)
         if depth or self.adapter.call is not None:
             return  # a model inside a model, or inside a pipeline call (its steps are known)
         shape = first_tensor_shape(self.torch, args, kwargs, _SHAPE_NAMES)
@@ -106,6 +144,14 @@ class ModelCalls:
         if depth <= 0 and local.__dict__.get("stepping"):
             local.stepping = False
             self.inferred.end()
+
+
+def _full(cell: Any) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 - an empty cell raises
+    except ValueError:
+        return False
+    return True
 
 
 def _latent_shape(shape: Any) -> list[int] | None:

@@ -12,6 +12,14 @@ import re
 from typing import Any
 
 _VOLATILE = re.compile(r"0x[0-9a-f]+|\d{6,}")
+_STRING_SET = re.compile(r"\{'[^'{}]*'(?:, '[^'{}]*')*\}")
+
+
+def _normal(line: str) -> str:
+    """A guard line without what varies between processes: object ids, the order of a set of
+    strings (hash randomisation), the source comment."""
+    line = _VOLATILE.sub("N", line.split("  #")[0].rstrip())
+    return _STRING_SET.sub(lambda m: "{" + ", ".join(sorted(m[0][1:-1].split(", "))) + "}", line)
 
 
 def compile_state() -> dict[str, Any]:
@@ -28,11 +36,7 @@ def compile_state() -> dict[str, Any]:
         if not entries:
             continue
         guards = [
-            [
-                _VOLATILE.sub("N", line.split("  #")[0].rstrip())
-                for line in str(entry.guard_manager).splitlines()
-            ]
-            for entry in entries
+            [_normal(line) for line in str(entry.guard_manager).splitlines()] for entry in entries
         ]
         codes.append(
             {
