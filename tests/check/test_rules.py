@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from diag import paths
 from diag.traceformat import BOOTSTRAP_ERRORS
 
 from .support import (
@@ -81,13 +82,34 @@ def test_first_compiles_count_and_limit_hits_do_not(
     assert (live["status"], live["violations"]) == ("pass", [])
 
 
-def test_locations_are_relative_to_the_recording_cwd(
-    tmp_path: Path, defaults: Path, capsys: pytest.CaptureFixture[str]
+def test_locations_are_relative_to_the_repository_check_runs_in(
+    tmp_path: Path,
+    defaults: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    trace = served_trace(tmp_path / "t", extra=compile_event(1205, "1/0", "r0", 1, frame=OTHER))
-    set_manifest(trace, cwd="/srv/app")
+    """diag.paths' rule: the program was recorded from a subfolder of the repository (its
+    frames are absolute paths under it); check runs from the repository root, as CI does, and
+    its locations (the GitHub annotations' files) are relative to that root."""
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    frame = {**OTHER, "file": str(repo / "serving" / "head.py")}
+    trace = served_trace(tmp_path / "t", extra=compile_event(1205, "1/0", "r0", 1, frame=frame))
+    set_manifest(trace, cwd=str(repo / "serving"))
+    monkeypatch.delenv("GITHUB_WORKSPACE", raising=False)
+    monkeypatch.chdir(repo)
+    paths.repository_root.cache_clear()
     live = _rules(capsys, trace, "--policy", defaults)["live-compile"]
-    assert [v["location"] for v in live["violations"]] == ["head.py:3"]
+    assert [v["location"] for v in live["violations"]] == ["serving/head.py:3"]
+    # Outside the repository a path stays absolute: it resolves on the recording machine.
+    monkeypatch.chdir(tmp_path)
+    paths.repository_root.cache_clear()
+    (tmp_path / ".git").mkdir()
+    outside = {**OTHER, "file": "/srv/app/head.py"}
+    trace = served_trace(tmp_path / "u", extra=compile_event(1205, "1/0", "r0", 1, frame=outside))
+    live = _rules(capsys, trace, "--policy", defaults)["live-compile"]
+    assert [v["location"] for v in live["violations"]] == ["/srv/app/head.py:3"]
+    paths.repository_root.cache_clear()
 
 
 def test_a_crashed_recording_fails(
