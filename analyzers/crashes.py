@@ -25,6 +25,7 @@ _CUDAGRAPH_OVERWRITTEN = re.compile(
     r"accessing tensor output of CUDAGraphs that has been overwritten", re.I
 )
 _OOM = re.compile(r"out of memory|OutOfMemoryError", re.I)
+_ROOT_CAUSE = re.compile(r"rank\s*:\s*(?P<rank>\d+).*?exitcode\s*:\s*(?P<code>-?\d+)", re.S)
 _COLLECTIVE_TIMEOUT = re.compile(r"Watchdog caught collective operation timeout|timed? ?out", re.I)
 
 
@@ -33,9 +34,14 @@ def analyze(trace: Trace) -> list[Finding]:
     for run in trace.subject_runs:
         # Numbered per process and kind, so each rank's first crash keeps the plain id.
         seen: dict[str, int] = {}
-        for crash in run.of("crash"):
+        crashes = run.of("crash")
+        for crash in crashes:
             if compile_crash(run, crash) is not None:
                 continue
+            if _is_launcher_report(crash) and any(
+                not _is_launcher_report(other) for other in crashes
+            ):
+                continue  # torchrun's echo of a worker's crash, which is the headline
             finding = _finding(trace, run, crash, 0)
             index = seen.get(finding.id, 0)
             seen[finding.id] = index + 1
@@ -121,6 +127,11 @@ _INSIDE = {
 }
 
 
+def _is_launcher_report(crash: Event) -> bool:
+    """torchrun's own exception when a worker failed (the elastic agent's ChildFailedError)."""
+    return str(crash.data.get("type") or "").endswith("ChildFailedError")
+
+
 def _explain(
     short: str,
     message: str,
@@ -141,6 +152,18 @@ def _explain(
             "invocation) so the previous outputs are released on purpose, or clone the output "
             "outside the compiled region (out = model(x).clone()) when it must outlive the "
             "next call.",
+            "error",
+        )
+    if short == "ChildFailedError":
+        root = _ROOT_CAUSE.search(message)
+        who = f"rank {root.group('rank')} exited with code {root.group('code')}" if root else ""
+        return (
+            "worker-failed",
+            "A worker process failed" + (f": {who}" if who else "") + " (torchrun's report)",
+            "diag recorded no crash in the worker itself: it was killed by a signal (a negative "
+            "exit code: -9 is often the kernel's OOM killer), called os._exit, or crashed in "
+            "native code; read that rank's own output, and record again with "
+            "TORCHELASTIC_ERROR_FILE or @record (torch.distributed.elastic) for its traceback.",
             "error",
         )
     if short in ("KeyboardInterrupt",):

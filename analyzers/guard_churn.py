@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass, field
 
 from diag.findings import Finding
+from diag.frames import label as frame_label
 from diag.guards import condition_text
 from diag.run import Compile, Frame, Guard, RunData, Trace
 
@@ -109,7 +110,7 @@ def _automatic_dynamic(group: _Group) -> bool:
 
 
 def _finding(run: RunData, group: _Group, cwd: str | None, limit: Compile | None) -> Finding:
-    frame = group.frame.name if group.frame is not None else "<unknown frame>"
+    frame = frame_label(run, group.frame)
     # A compile that hit the recompile limit compiled nothing: reported with the limit below.
     compiles = [c for c in group.compiles if c.result != "recompile_limit"] or group.compiles
     live = [c for c in compiles if c.live]

@@ -132,6 +132,32 @@ def test_crash_inside_a_collective(tmp_path: Path) -> None:
     assert "raised inside: a collective (torch.distributed)" in finding.evidence
 
 
+def test_torchrun_report_alone_says_the_worker_left_no_crash(tmp_path: Path) -> None:
+    """Input a CPU test does not produce on purpose: a worker killed by a signal (here the OOM
+    killer's -9), so only torchrun's ChildFailedError is recorded."""
+    message = (
+        "\n=====\n/srv/serve.py FAILED\n-----\nRoot Cause (first observed failure):\n[0]:\n"
+        "  time      : 2026-12-01_10:09:28\n  host      : gpu7\n  rank      : 1 (local_rank: 1)\n"
+        "  exitcode  : -9 (pid: 4242)\n  error_file: <N/A>\n"
+    )
+    trace = write_trace(
+        tmp_path,
+        [
+            _crash(
+                type="torch.distributed.elastic.multiprocessing.errors.ChildFailedError",
+                message=message,
+                user_frame=None,
+                user_stack=[],
+            )
+        ],
+    )
+    [finding] = _findings(trace)
+    assert (
+        finding.title == "A worker process failed: rank 1 exited with code -9 (torchrun's report)"
+    )
+    assert "OOM killer" in finding.fix
+
+
 def test_crash_inside_compiled_code(tmp_path: Path) -> None:
     trace = write_trace(
         tmp_path,

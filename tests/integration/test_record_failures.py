@@ -102,6 +102,20 @@ torch.ones(2).sum()
 raise LookupError("no such request")
 """
 
+COLLECTIVE = """
+import os
+from datetime import timedelta
+import torch
+import torch.distributed as dist
+
+dist.init_process_group("gloo", timeout=timedelta(seconds=60))
+x = torch.ones(4)
+dist.all_reduce(x)
+if dist.get_rank() == 1:
+    os._exit(0)  # rank 1 leaves: rank 0's next collective fails
+dist.all_reduce(x)
+"""
+
 CLEAN = """
 import torch
 import diag.api as diag
@@ -220,6 +234,25 @@ def test_programs_own_hooks_still_run_and_both_crashes_are_seen(tmp_path: Path) 
     assert by_kind["thread"].location == f"{app}:6"
     assert by_kind["uncaught"].title.startswith("The program crashed: LookupError")
     assert any("replaced sys.excepthook" in line for line in by_kind["uncaught"].evidence)
+
+
+def test_crash_inside_a_collective_under_torchrun(tmp_path: Path) -> None:
+    """Two gloo ranks on the CPU: rank 1 leaves, so rank 0's all_reduce fails. torchrun's own
+    ChildFailedError (the launcher process imports torch too) is an echo, not a second finding."""
+    app = tmp_path / "app.py"
+    app.write_text(textwrap.dedent(COLLECTIVE))
+    torchrun = (PYTHON, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2")
+    proc = diag_record(tmp_path / "t", *torchrun, str(app))
+    assert proc.returncode == 1
+    crashes = of("crash", events(tmp_path / "t"))
+    assert sorted(c["type"].rsplit(".", 1)[-1] for c in crashes) == [
+        "ChildFailedError",
+        "RuntimeError",
+    ]
+    [finding] = get_analyzer("crash")(load_trace(tmp_path / "t"))
+    assert finding.title == f"The program crashed inside a collective: RuntimeError at {app}:12"
+    assert finding.id == "crash:collective:RuntimeError@rank0"
+    assert "same collectives in the same order" in finding.fix
 
 
 def test_clean_program_has_none_of_these_findings(tmp_path: Path) -> None:
