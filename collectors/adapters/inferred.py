@@ -11,9 +11,9 @@ starts at the first step, and then when
   (more than PAUSE_FACTOR times their median and more than PAUSE_FLOOR_S).
 
 A request ends when the next one starts, or at exit. An inferring adapter yields to any adapter
-that knows the boundaries (the `adapter` event is written again with the new name; the inferred
-step and request open at that moment are closed) and to one that infers better (a diffusers
-model's calls over the compiled calls inside it): see `Session.announce_adapter`.
+that knows the boundaries and to one that infers better (a diffusers model's calls over the
+compiled calls inside it): the inferred step and request open at that moment are closed, then
+the `adapter` event is written again with the new name (see `Session.announce_adapter`).
 """
 
 from __future__ import annotations
@@ -70,7 +70,11 @@ class InferredSteps:
             self.stand_down()
             return False
         steps = session.steps
-        if steps is None or steps.step_index is not None:
+        if steps is None:
+            return False
+        if session.adapter_rank < self.rank:  # a lower one gives way: what it had open closes
+            session.announce_adapter(self.name, self.rank, self.stand_down)
+        if steps.step_index is not None:
             return False
         if steps.request_id is not None and steps.request_id != self._request:
             return False  # a request someone else opened
