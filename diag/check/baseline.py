@@ -18,7 +18,14 @@ from dataclasses import dataclass, field
 
 from diag.check.allowlist import Allowlist, Subject, compiles_subject, guard_texts
 from diag.check.policy import Policy
-from diag.check.text import frame_key, frame_location, guard_text, trace_cwd, where
+from diag.check.text import (
+    frame_key,
+    frame_location,
+    guard_text,
+    shared_names,
+    trace_cwd,
+    where,
+)
 from diag.check.verdict import FAIL, SKIP, Allowed, RuleResult, Violation
 from diag.run import Compile, Guard, RunData, Step, Trace
 from diag.stats import SLOWER, Comparison, compare
@@ -56,16 +63,18 @@ class _Side:
         side = _Side(trace_cwd(trace), run)
         if run is None:
             return side
+        counts = run.cache_entries()
+        shared = shared_names([*(c.frame for c in run.compiles), *counts])
         for item in run.compiles:
-            key = frame_key(item.frame, side.cwd)
+            key = frame_key(item.frame, side.cwd, item.frame in shared)
             side.frames.setdefault(key, []).append(item)
             side.locations.setdefault(key, frame_location(item.frame, side.cwd))
             side.names.setdefault(key, item.frame.name if item.frame else key)
             for guard in item.guards:
                 reason = (key, guard.kind, guard.source or _NUMBER.sub("N", guard_text(guard)))
                 side.reasons.setdefault(reason, []).append((item, guard))
-        for frame, entries in run.cache_entries().items():
-            key = frame_key(frame, side.cwd)
+        for frame, entries in counts.items():
+            key = frame_key(frame, side.cwd, frame in shared)
             side.entries[key] = max(entries, side.entries.get(key, 0))
             side.locations.setdefault(key, frame_location(frame, side.cwd))
             side.names.setdefault(key, frame.name)

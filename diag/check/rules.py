@@ -30,6 +30,7 @@ from diag.check.text import (
 from diag.check.verdict import FAIL, Allowed, RuleResult, Violation
 from diag.errors import DiagError
 from diag.findings import Finding
+from diag.frames import label as frame_label
 from diag.paths import shown_location
 from diag.run import Compile, Frame, RunData, Trace
 from diag.traceformat import BOOTSTRAP_ERRORS, STATUS_COMPLETE
@@ -149,7 +150,7 @@ def live_compile_rule(trace: Trace, policy: Policy, allow: Allowlist) -> RuleRes
             if entry is not None:
                 result.allowed.append(
                     Allowed(
-                        f"{frame_name(item)} compile {item.compile_id} at {where(item)}"
+                        f"{frame_name(run, item)} compile {item.compile_id} at {where(item)}"
                         + run_suffix(run.label),
                         entry.reason,
                         entry.index,
@@ -173,7 +174,7 @@ def live_compile_rule(trace: Trace, policy: Policy, allow: Allowlist) -> RuleRes
 def _live_violation(trace: Trace, run: RunData, items: list[Compile], cwd: str | None) -> Violation:
     """One frame's compiles during live requests (of one process)."""
     first = items[0]
-    frame = frame_name(first)
+    frame = frame_name(run, first)
     verb = "recompiled" if any(c.is_recompile for c in items) else "compiled"
     total = sum(c.duration_s for c in items if isinstance(c.duration_s, (int, float)))
     message = (
@@ -246,12 +247,13 @@ def cache_entries_rule(trace: Trace, policy: Policy, allow: Allowlist) -> RuleRe
                 by_frame.setdefault(item.frame, []).append(item)
         shapes = {tuple(r.shape) for r in run.requests if isinstance(r.shape, list)}
         for frame, entries in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0].name)):
-            largest = max(largest, (entries, frame.name))
+            name = frame_label(run, frame)
+            largest = max(largest, (entries, name))
             if entries <= limit:
                 continue
             compiles = by_frame.get(frame, [])
             location = frame_location(frame, cwd)
-            message = f"{frame.name} holds {entries} cache entries (max {limit})" + run_suffix(
+            message = f"{name} holds {entries} cache entries (max {limit})" + run_suffix(
                 run.label
             )
             entry = (
@@ -271,7 +273,7 @@ def cache_entries_rule(trace: Trace, policy: Policy, allow: Allowlist) -> RuleRe
                     message,
                     _cache_evidence(trace, entries, len(shapes), compiles),
                     location=location,
-                    key=f"cache-entries:{frame.name}{run_suffix(run.label).strip()}",
+                    key=f"cache-entries:{name}{run_suffix(run.label).strip()}",
                 )
             )
     result.summary = (

@@ -3,9 +3,12 @@ positions. Shared by the rules and the baseline comparison so they read alike.""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from diag.frames import label as frame_label
 from diag.guards import condition_text
 from diag.paths import shown_path
-from diag.run import Compile, Frame, Guard, Trace
+from diag.run import Compile, Frame, Guard, RunData, Trace
 
 _SITE = "site-packages/"
 
@@ -31,9 +34,11 @@ def frame_location(frame: Frame | None, cwd: str | None) -> str | None:
     return f"{file}:{frame.line}" if frame.line is not None else file
 
 
-def frame_key(frame: Frame | None, cwd: str | None) -> str:
-    """A frame's identity across recordings: its name and file, without the line (edits move
-    lines) and without the checkout or virtualenv prefix (CI workspaces differ)."""
+def frame_key(frame: Frame | None, cwd: str | None, with_line: bool = False) -> str:
+    """A frame's identity across recordings: its name and file, without the checkout or
+    virtualenv prefix (CI workspaces differ), and without the line (edits move lines) unless
+    `with_line`: when several code objects of one file share the name (LightX2V's three phase
+    lambdas), only the line tells them apart."""
     if frame is None:
         return "<unknown frame>"
     if not frame.file:
@@ -41,11 +46,23 @@ def frame_key(frame: Frame | None, cwd: str | None) -> str:
     file = relative(frame.file, cwd)
     if _SITE in file:
         file = file.rsplit(_SITE, 1)[1]
+    if with_line and frame.line is not None:
+        return f"{frame.name} ({file}:{frame.line})"
     return f"{frame.name} ({file})"
 
 
-def frame_name(item: Compile) -> str:
-    return item.frame.name if item.frame is not None else "<unknown frame>"
+def shared_names(frames: Iterable[Frame | None]) -> set[Frame]:
+    """The frames whose name and file another frame also has (they need `with_line`)."""
+    by_place: dict[tuple[str, str | None], set[Frame]] = {}
+    for frame in frames:
+        if frame is not None:
+            by_place.setdefault((frame.name, frame.file), set()).add(frame)
+    return {frame for group in by_place.values() if len(group) > 1 for frame in group}
+
+
+def frame_name(run: RunData, item: Compile) -> str:
+    """The frame as findings name it: unique in the run (diag.frames)."""
+    return frame_label(run, item.frame)
 
 
 def guard_text(guard: Guard) -> str:
