@@ -1,93 +1,748 @@
-"""magi-compile: code compiled by MAGI's magi_compile, whose recompiles Dynamo cannot report.
+"""magi-compile: what MagiCompiler (`magi_compile`, LightX2V's `use_magi_compile`) did, and the
+failures that fit how it works.
 
-Why: `@magi_compile` (magi_compiler, LightX2V's `use_magi_compile`) compiles a function once
-through Dynamo and then swaps its `__code__` for the compiled artefact: Dynamo never re-checks
-guards there, so when such code re-specialises (or silently stops matching), nothing shows up in
-Dynamo's logs or in this trace's compile events. A trace with "no recompiles" therefore proves
-nothing about magi-compiled code; this analyzer says which targets that applies to.
+Why: magi compiles each target once with its declared `dynamic_arg_dims` marked dynamic, then
+runs the captured bytecode directly on every later call, never checking Dynamo's guards again.
+So it does not recompile (a clean run needs no warning), but two things go wrong in ways plain
+torch.compile does not show: a declared dim the code specialises kills the first compile
+(ConstraintViolationError), and a later call whose inputs fail the captured guards silently
+runs code specialised for other values. The collector (collectors/magi.py) records each compile
+and evaluates the captured guards on sampled calls; this analyzer turns that into:
+
+- `specialized-dim` (error): the declared dim, the value it was pinned to, the user line, the fix;
+  another failed magi compile is `compile-failed` (error). compile-failure defers to these.
+- `guard-bypass` (error): a guard that failed on a later call, the value seen, the value baked in.
+- `boundary` (warning, with a reference run): a declared boundary op (`splitting_ops`,
+  `magi_register_custom_op(is_subgraph_boundary=True)`) that eager ran inside a magi region and
+  magi did not, or ran with other kernels.
+- `step0` (info): step 0 of a request at a new shape, attributed (compile, autotuning, allocator
+  growth, cudagraph capture, a `compile_sizes` entry) or said unknown.
+- `summary` (info): compiles, cold vs cached, warmup vs live, the split, guard checks made.
+- `unseen` (warning): magi is in use but diag saw none of its compiles (the hook did not take).
 """
 
 from __future__ import annotations
 
+import re
+import statistics
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from typing import Any
+
 from diag.findings import Finding
-from diag.run import RunData, Trace
+from diag.run import Compile, Event, RunData, Step, Trace
+
+from .common import format_seconds, id_suffix
 
 ANALYZER = "magi-compile"
+
+_MARKED = re.compile(
+    r"You marked (?P<dim>\S+) as dynamic but your code specialized it to be a constant "
+    r"\((?P<value>[^)]*)\)"
+)
+_FRAME = re.compile(
+    r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<name>\S+)\n(?P<code>[^\n]*)'
+)
+_DIM_SOURCE = re.compile(r"L\[['\"](?P<arg>\w+)['\"]\]\.size\(\)\[(?P<dim>\d+)\]")
+#: A step 0 this much slower than the request's steady median is worth explaining.
+_SPIKE_RATIO = 1.5
+
+
+@dataclass(frozen=True)
+class _Compile:
+    """One magi compile (the magi_compile_end event and what its state said)."""
+
+    event: Event
+    state: Event | None
+
+    @property
+    def name(self) -> str:
+        return str(self.event.data.get("name") or "?")
+
+    @property
+    def ok(self) -> bool:
+        return self.event.data.get("result") == "ok"
+
+    @property
+    def duration_s(self) -> float:
+        value = self.event.data.get("duration_s")
+        return float(value) if isinstance(value, (int, float)) else 0.0
 
 
 def analyze(trace: Trace) -> list[Finding]:
     cwd = trace.manifest.get("cwd")
+    root = cwd if isinstance(cwd, str) else None
     findings: list[Finding] = []
     for run in trace.subject_runs:
-        finding = _analyze_run(run, cwd if isinstance(cwd, str) else None)
-        if finding is not None:
-            findings.append(finding)
+        if not run.of("magi_compile") and not run.of("magi_state"):
+            continue
+        compiles = _compiles(run)
+        findings.extend(_failures(run, compiles, root))
+        findings.extend(_guard_bypass(run, root))
+        findings.extend(_boundary(trace, run, compiles))
+        findings.extend(_step0(run, compiles))
+        summary = _summary(run, compiles, root)
+        if summary is not None:
+            findings.append(summary)
     return findings
 
 
-def _analyze_run(run: RunData, cwd: str | None) -> Finding | None:
-    events = run.of("magi_compile")
-    if not events:
-        return None
-    modules = list(dict.fromkeys(str(e.data.get("module") or "magi_compiler") for e in events))
-    targets: list[dict[str, str | int | None]] = []
-    for event in events:
-        target = event.data.get("target")
-        if not isinstance(target, dict) or not target.get("name"):
+def magi_owned_failure(run: RunData, item: Compile) -> bool:
+    """Whether a failed Dynamo compile is a magi target's first compile that failed (reported by
+    this analyzer; compile-failure skips it so one cause has one headline)."""
+    for event in run.of("magi_compile_end"):
+        if event.pid != item.pid or event.data.get("result") == "ok":
             continue
-        file = target.get("file")
-        line = target.get("line")
-        entry: dict[str, str | int | None] = {
-            "name": str(target["name"]),
-            "file": _relative(file, cwd) if isinstance(file, str) else None,
-            "line": line if isinstance(line, int) else None,
-        }
-        if entry not in targets:
-            targets.append(entry)
-    listed = [_describe(t) for t in targets]
-    recompiles = [c for c in run.compiles if c.is_recompile]
-    evidence = [f"the program imports {', '.join(modules)} and uses magi_compile"]
-    if listed:
-        evidence.append(f"magi-compiled target(s): {', '.join(listed)}")
-    else:
-        evidence.append(
-            "no decorated target was seen (decorated before diag's hook, or through another "
-            "entry point): every magi-compiled function is a blind spot"
-        )
-    evidence.append(
-        "magi_compile swaps __code__ after the first compile, so Dynamo does not re-check "
-        "guards of that code and its recompiles appear neither in Dynamo's logs nor here"
-    )
-    evidence.append(
-        f"this trace records {len(run.compiles)} compile(s) and {len(recompiles)} recompile(s) "
-        "in all (a magi target's first compile may be among them, its later ones are not): "
-        '"no recompiles" here does not prove none happened in magi-compiled code'
-    )
-    names = ", ".join(str(t["name"]) for t in targets) or "magi-compiled code"
-    first = targets[0] if targets else None
-    location = f"{first['file']}:{first['line']}" if first is not None and first["file"] else None
-    return Finding(
-        id=f"{ANALYZER}:{modules[0]}{'' if run.label == 'compiled' else '@' + run.label}",
-        analyzer=ANALYZER,
-        severity="warning",
-        title=f"Recompiles of magi-compiled code ({names}) are invisible to Dynamo's logs",
-        evidence=evidence,
-        fix="To see these recompiles, record once with magi_compile replaced by plain "
-        "torch.compile (LightX2V: turn use_magi_compile off) and check the recompiles there; "
-        "otherwise check MAGI's own logs. Do not read a clean trace as proof for these targets.",
-        location=location,
-        run=run.label,
-        data={"modules": modules, "targets": targets},
-    )
+        start = event.data.get("start_t")
+        if isinstance(start, int) and start <= item.t <= event.t:
+            return True
+    return False
 
 
-def _describe(target: dict[str, str | int | None]) -> str:
-    if target["file"]:
-        return f"{target['name']} ({target['file']}:{target['line']})"
-    return str(target["name"])
+# -- helpers ------------------------------------------------------------------------------------
 
 
 def _relative(path: str, cwd: str | None) -> str:
     if cwd and path.startswith(cwd.rstrip("/") + "/"):
         return path[len(cwd.rstrip("/")) + 1 :]
     return path
+
+
+def _target_location(event: Event, cwd: str | None) -> str | None:
+    target = event.data.get("target")
+    if isinstance(target, dict) and isinstance(target.get("file"), str):
+        return f"{_relative(target['file'], cwd)}:{target.get('line')}"
+    return None
+
+
+def _compiles(run: RunData) -> list[_Compile]:
+    states: dict[tuple[int, object], Event] = {}
+    for event in run.of("magi_state"):
+        states[(event.pid, event.data.get("model_idx"))] = event
+    return [
+        _Compile(event, states.get((event.pid, event.data.get("model_idx"))))
+        for event in run.of("magi_compile_end")
+    ]
+
+
+def _where(event: Event) -> str:
+    phase, request, step = event.position
+    if request is None:
+        return f"{phase} (outside any request)"
+    return f"{phase} request {request}" + (f" step {step}" if step is not None else "")
+
+
+def _dims(state: Event | None) -> str:
+    dims = state.data.get("dynamic_arg_dims") if state is not None else None
+    if not isinstance(dims, dict) or not dims:
+        return "none recorded"
+    return ", ".join(f"{k}: {v}" for k, v in dims.items())
+
+
+def _config(state: Event | None) -> dict[str, object]:
+    config = state.data.get("config") if state is not None else None
+    return config if isinstance(config, dict) else {}
+
+
+def _user_frame(text: str, cwd: str | None) -> tuple[str, str] | None:
+    """The innermost frame of torch's "User stack" (location, code line)."""
+    stack = text.split("User stack", 1)[-1] if "User stack" in text else text
+    frames = list(_FRAME.finditer(stack))
+    if not frames:
+        return None
+    last = frames[-1]
+    return f"{_relative(last.group('file'), cwd)}:{last.group('line')}", last.group("code").strip()
+
+
+# -- 1. failed compiles -------------------------------------------------------------------------
+
+
+def _failures(run: RunData, compiles: list[_Compile], cwd: str | None) -> list[Finding]:
+    findings = []
+    seen: set[tuple[str, str]] = set()
+    for item in compiles:
+        if item.ok:
+            continue
+        error = str(item.event.data.get("error") or "")
+        error_type = str(item.event.data.get("error_type") or "unknown error")
+        key = (item.name, error_type)
+        if key in seen:
+            continue
+        seen.add(key)
+        same = [
+            c
+            for c in compiles
+            if not c.ok and (c.name, str(c.event.data.get("error_type") or "unknown error")) == key
+        ]
+        if "ConstraintViolation" in error_type:
+            findings.append(_specialized(run, item, same, error, cwd))
+        else:
+            findings.append(_failed(run, item, same, error_type, error, cwd))
+    return findings
+
+
+def _dynamo_ids(run: RunData, item: _Compile) -> list[str]:
+    start = item.event.data.get("start_t")
+    if not isinstance(start, int):
+        return []
+    return [
+        c.compile_id
+        for c in run.compiles
+        if c.pid == item.event.pid and c.result == "failed" and start <= c.t <= item.event.t
+    ]
+
+
+def _crashed(run: RunData, item: _Compile) -> str | None:
+    for crash in run.of("crash"):
+        if crash.pid == item.event.pid and crash.t >= item.event.t:
+            return str(crash.data.get("type") or "an exception")
+    return None
+
+
+def _specialized(
+    run: RunData, item: _Compile, same: list[_Compile], error: str, cwd: str | None
+) -> Finding:
+    marks = [(m.group("dim"), m.group("value")) for m in _MARKED.finditer(error)]
+    frame = _user_frame(error, cwd)
+    dims = ", ".join(f"{d} (pinned to {v})" for d, v in marks) or "a declared dim"
+    declared = _dims(item.state)
+    args = sorted({m.group("arg") for d, _ in marks for m in [_DIM_SOURCE.search(d)] if m})
+    evidence = [
+        f"magi's first compile of {item.name} failed at {_where(item.event)} after "
+        f"{format_seconds(item.duration_s)}: ConstraintViolationError",
+        f"declared dynamic_arg_dims: {declared}; magi marks these with torch._dynamo.mark_dynamic",
+        f"specialised: {dims}",
+    ]
+    if frame is not None:
+        evidence.append(f"the line that specialised it: {frame[0]}: {frame[1]}")
+    evidence.append("torch's message: " + error.strip().splitlines()[0][:300])
+    if len(same) > 1:
+        evidence.append(f"{len(same)} magi targets failed the same way")
+    ids = _dynamo_ids(run, item)
+    if ids:
+        evidence.append(f"Dynamo compile {', '.join(ids[:4])} (the same failure, not repeated)")
+    crashed = _crashed(run, item)
+    if crashed:
+        evidence.append(f"the program died of it (uncaught {crashed})")
+    which = ", ".join(args) or "the argument"
+    return Finding(
+        id=f"{ANALYZER}:specialized-dim:{item.name}{id_suffix(run, item.event.pid)}",
+        analyzer=ANALYZER,
+        severity="error",
+        title=f"magi_compile of {item.name}: the declared dynamic dim {dims} is specialised by "
+        "the code, so the first compile fails",
+        evidence=evidence,
+        fix=f"Let the size arrive as a dimension of {which} itself (x.shape[1] inside the "
+        "compiled code) instead of reading it from self.xxx, a Python scalar or a tuple"
+        + (f" at {frame[0]}" if frame else "")
+        + "; if that dim really never varies, remove it from dynamic_arg_dims.",
+        location=frame[0] if frame else _target_location(item.event, cwd),
+        run=run.label,
+        data={"target": item.name, "dims": marks, "declared": declared, "dynamo_compiles": ids},
+    )
+
+
+def _failed(
+    run: RunData, item: _Compile, same: list[_Compile], error_type: str, error: str, cwd: str | None
+) -> Finding:
+    frame = _user_frame(error, cwd)
+    evidence = [
+        f"magi's first compile of {item.name} failed at {_where(item.event)} after "
+        f"{format_seconds(item.duration_s)}: {error_type}",
+        "reason: " + (error.strip()[:1500] or "none recorded"),
+        f"compile mode {_config(item.state).get('compile_mode')}, backend "
+        f"{_config(item.state).get('backend')}, dynamic_arg_dims {_dims(item.state)}",
+    ]
+    if len(same) > 1:
+        evidence.append(f"{len(same)} magi targets failed the same way")
+    crashed = _crashed(run, item)
+    if crashed:
+        evidence.append(f"the program died of it (uncaught {crashed})")
+    return Finding(
+        id=f"{ANALYZER}:compile-failed:{item.name}{id_suffix(run, item.event.pid)}",
+        analyzer=ANALYZER,
+        severity="error",
+        title=f"magi_compile of {item.name} failed: {error_type.rsplit('.', 1)[-1]}",
+        evidence=evidence,
+        fix="Read the reason above; MAGI_LOGGING_LEVEL=INFO prints magi's own steps, and "
+        "MAGI_COMPILE_BACKEND=eager tells a tracing problem from an Inductor one.",
+        location=frame[0] if frame else _target_location(item.event, cwd),
+        run=run.label,
+        data={"target": item.name, "error_type": error_type},
+    )
+
+
+# -- 2. guard bypass ----------------------------------------------------------------------------
+
+
+def _guard_bypass(run: RunData, cwd: str | None) -> list[Finding]:
+    failed: dict[tuple[str, str], list[tuple[Event, dict[str, object]]]] = defaultdict(list)
+    checks = run.of("magi_guard_check")
+    for event in checks:
+        if event.data.get("ok"):
+            continue
+        failures = event.data.get("failures")
+        for failure in failures if isinstance(failures, list) else []:
+            if isinstance(failure, dict):
+                key = (str(event.data.get("name") or "?"), str(failure.get("guard") or "?"))
+                failed[key].append((event, failure))
+    findings = []
+    for (name, guard), items in failed.items():
+        first, failure = items[0]
+        seen = failure.get("seen")
+        baked = failure.get("baked")
+        where = failure.get("where")
+        code = failure.get("code")
+        of_target = [e for e in checks if e.data.get("name") == name]
+        bad_calls = {(e.pid, e.t) for e, _ in items}
+        evidence = [
+            f"guard captured at {name}'s compile: {guard}",
+            f"value seen: {seen if seen is not None else 'not resolved'}; value baked in: "
+            f"{baked if baked is not None else 'not resolved'}",
+            f"first failing call: call {first.data.get('call')} of the target, at {_where(first)}",
+            f"{len(bad_calls)} of {len(of_target)} sampled call(s) of {name} failed this guard; "
+            "magi's fast path ran the compiled code anyway (it never checks guards)",
+        ]
+        if where:
+            evidence.append(f"guarded line: {where}" + (f": {code}" if code else ""))
+        inputs = first.data.get("inputs")
+        if isinstance(inputs, dict) and inputs:
+            evidence.append(
+                "inputs of that call: " + ", ".join(f"{k}={v}" for k, v in list(inputs.items())[:8])
+            )
+        location = str(where).split(" in ")[0] if where else _target_location(first, cwd)
+        findings.append(
+            Finding(
+                id=f"{ANALYZER}:guard-bypass:{name}:{guard[:120]}{id_suffix(run, first.pid)}",
+                analyzer=ANALYZER,
+                severity="error",
+                title=f"magi ran {name} with a guard that no longer holds: {guard} "
+                f"(seen {seen}, compiled for {baked})",
+                evidence=evidence,
+                fix="magi compiled this code for the value it saw first and never re-checks: "
+                "pass the value as a tensor (or a declared dynamic dim) instead of Python state, "
+                "move the branch on it out of the compiled target, or compile one target per "
+                "value (a separate magi_compile for each variant). compile_mode TORCH_COMPILE "
+                "keeps Dynamo's guards (and recompiles) if the value must vary.",
+                location=location,
+                run=run.label,
+                data={
+                    "target": name,
+                    "guard": guard,
+                    "seen": seen,
+                    "baked": baked,
+                    "failed_checks": len(bad_calls),
+                    "checks": len(of_target),
+                },
+            )
+        )
+    return findings
+
+
+# -- 3. boundary ops against a reference run ----------------------------------------------------
+
+
+def _boundary(trace: Trace, run: RunData, compiles: list[_Compile]) -> list[Finding]:
+    reference = trace.reference
+    if run is not trace.compiled or reference is None:
+        return []
+    ops = sorted({op for c in compiles for op in _ops(_config(c.state))})
+    targets = sorted({c.name for c in compiles if c.ok})
+    if not ops or not targets:
+        return []
+    from diag.regions import aligned_profiles
+
+    ours, theirs = aligned_profiles(run, reference)
+    if not ours or not theirs:
+        return []
+    findings = []
+    for region in targets:
+        for op in ops:
+            mine = _op_use(ours, region, op)
+            base = _op_use(theirs, region, op)
+            if base is None or not base.calls:
+                continue  # eager never ran this op here: nothing to hold magi to
+            finding = _boundary_finding(run, region, op, mine, base)
+            if finding is not None:
+                findings.append(finding)
+    return findings
+
+
+@dataclass(frozen=True)
+class _OpUse:
+    """How a boundary op ran inside one compiled region, over the profiled steps."""
+
+    region_calls: int  # calls of the region wholly inside a profiled step
+    calls: int  # calls of the op inside those
+    kernels: Counter[str]  # kernels (CPU-only traces: child ops) launched inside the op
+    device: str
+
+    @property
+    def per_region_call(self) -> float:
+        return self.calls / self.region_calls if self.region_calls else 0.0
+
+
+def _ops(config: dict[str, object]) -> list[str]:
+    ops = config.get("splitting_ops")
+    return [str(op) for op in ops] if isinstance(ops, list) else []
+
+
+def _op_use(profiles: list[Any], region: str, op: str) -> _OpUse | None:
+    """Calls of `op` inside the calls of `region` that lie wholly inside their step (a region
+    cut by the step's edge would miss ops), and what ran inside them. Kernels count when their
+    launch falls inside the op's CPU interval; a CPU-only trace has none, so the op's child ops
+    stand in."""
+    from diag.profiles import REGION_PREFIX
+
+    region_calls = calls = 0
+    kernels: Counter[str] = Counter()
+    device = "cpu"
+    seen = False
+    for profile in profiles:
+        ops = getattr(profile, "cpu_ops", [])
+        seen = seen or bool(ops)
+        start, end = getattr(profile, "start_ts", 0.0), getattr(profile, "end_ts", 0.0)
+        whole = {
+            a.name[len(REGION_PREFIX) :]
+            for a in getattr(profile, "annotations", [])
+            if a.name.startswith(REGION_PREFIX)
+            and a.name[len(REGION_PREFIX) :].rsplit("#", 1)[0] == region
+            and start <= a.ts
+            and a.ts + a.dur <= end
+        }
+        region_calls += len(whole)
+        spans = [(o.ts, o.ts + o.dur) for o in ops if o.name == op and o.region in whole]
+        calls += len(spans)
+        launched = getattr(profile, "kernels", [])
+        if launched:
+            device = "gpu"
+            kernels.update(k.name for k in launched if any(a <= k.launch_ts <= b for a, b in spans))
+        else:
+            kernels.update(
+                c.name
+                for c in ops
+                if c.name != op and any(a <= c.ts and c.ts + c.dur <= b for a, b in spans)
+            )
+    return _OpUse(region_calls, calls, kernels, device) if seen else None
+
+
+def _boundary_finding(
+    run: RunData, region: str, op: str, mine: _OpUse | None, base: _OpUse
+) -> Finding | None:
+    ours = mine if mine is not None else _OpUse(0, 0, Counter(), base.device)
+    if not ours.region_calls:
+        return None  # no whole call of the region was profiled under magi: nothing to compare
+    gone = sorted(set(base.kernels) - set(ours.kernels))
+    new = sorted(set(ours.kernels) - set(base.kernels))
+    fewer = ours.per_region_call < base.per_region_call
+    if not fewer and not gone:
+        return None
+    unit = "kernels" if base.device == "gpu" else "ops"
+    evidence = [
+        f"eager ran {op} {base.per_region_call:g} time(s) per call of {region}, magi "
+        f"{ours.per_region_call:g} time(s) ({base.region_calls} and {ours.region_calls} whole "
+        "region calls in the aligned profiled steps)",
+        f"eager's {unit} inside the op: " + (", ".join(sorted(base.kernels)[:6]) or "none"),
+        f"magi's {unit} inside the op: " + (", ".join(sorted(ours.kernels)[:6]) or "none"),
+    ]
+    if gone:
+        evidence.append(f"{unit} eager ran in it that magi did not: " + ", ".join(gone[:6]))
+    if fewer:
+        evidence.append(
+            "magi cuts its graph only where the op is in the traced graph: the missing calls ran "
+            "as whatever Dynamo traced instead (Inductor compiled that work itself)"
+        )
+    if new:
+        evidence.append(f"{unit} only magi ran in it: " + ", ".join(new[:6]))
+    return Finding(
+        id=f"{ANALYZER}:boundary:{region}:{op}{id_suffix(run, None)}",
+        analyzer=ANALYZER,
+        severity="warning",
+        title=f"The boundary op {op} did not run unchanged under magi in {region}",
+        evidence=evidence,
+        fix=f"Make the code call {op} under compile too (a branch on "
+        "torch.compiler.is_compiling() or a library fallback traced another path): magi only "
+        "splits at ops that are in the graph. Register every boundary-worthy op with "
+        "magi_register_custom_op(..., is_subgraph_boundary=True) or list it in splitting_ops.",
+        location=None,
+        run=run.label,
+        data={
+            "region": region,
+            "op": op,
+            "eager_calls_per_region_call": base.per_region_call,
+            "magi_calls_per_region_call": ours.per_region_call,
+            "missing": gone,
+        },
+    )
+
+
+# -- 4. step 0 at a new shape -------------------------------------------------------------------
+
+
+def _step0(run: RunData, compiles: list[_Compile]) -> list[Finding]:
+    findings = []
+    shapes_seen: set[tuple[int, tuple[int, ...]]] = set()
+    config = _config(compiles[0].state) if compiles else {}
+    for request in sorted(run.requests, key=lambda r: r.start_t):
+        shape = tuple(request.shape or ())
+        key = (request.pid, shape)
+        first_time = key not in shapes_seen
+        shapes_seen.add(key)
+        steps = [s for s in request.steps if s.wall_s is not None]
+        if not first_time or len(steps) < 2 or not shape or request.phase != "live":
+            continue  # warmup's step 0 is what warmup is for
+        step0 = steps[0]
+        steady = statistics.median(float(s.wall_s or 0.0) for s in steps[1:])
+        if steady <= 0 or float(step0.wall_s or 0.0) < _SPIKE_RATIO * steady:
+            continue
+        causes, lines = _step0_causes(run, step0, steps[1], config, shape)
+        if not causes:
+            continue  # nothing magi-specific: step0-spike speaks for generic causes
+        finding_shape = "x".join(str(n) for n in shape)
+        extra = float(step0.wall_s or 0.0) - steady
+        evidence = [
+            f"step 0 of {request.phase} request {request.request_id} at the new shape "
+            f"{finding_shape}: {format_seconds(float(step0.wall_s or 0.0))} against a steady "
+            f"{format_seconds(steady)} (median of steps 1..{len(steps) - 1})",
+            *lines,
+        ]
+        findings.append(
+            Finding(
+                id=f"{ANALYZER}:step0:{request.request_id}{id_suffix(run, request.pid)}",
+                analyzer=ANALYZER,
+                severity="info",
+                title=f"Step 0 at the new shape {finding_shape} under magi took "
+                f"{format_seconds(extra)} more than steady: "
+                + (", ".join(causes) if causes else "cause unknown"),
+                evidence=evidence,
+                fix="Warm every shape live traffic will see (a warmup request per resolution) so "
+                "that this first-use cost happens before serving"
+                + (
+                    "; or pre-compile it with compile_sizes"
+                    if "compile" in " ".join(causes)
+                    else ""
+                )
+                + ".",
+                location=None,
+                run=run.label,
+                data={
+                    "request_id": request.request_id,
+                    "shape": list(shape),
+                    "step0_s": step0.wall_s,
+                    "steady_s": steady,
+                    "causes": causes,
+                },
+            )
+        )
+    return findings
+
+
+def _step0_causes(
+    run: RunData, step0: Step, step1: Step, config: dict[str, object], shape: tuple[int, ...]
+) -> tuple[list[str], list[str]]:
+    end = step0.end_t or step1.start_t
+    causes: list[str] = []
+    lines: list[str] = []
+    runtime = [
+        e
+        for e in run.of("magi_runtime_compile")
+        if e.pid == step0.pid and step0.start_t <= e.t <= end
+    ]
+    if runtime:
+        seconds = sum(float(e.data.get("duration_s") or 0.0) for e in runtime)
+        causes.append(f"{len(runtime)} compile(s) on magi's fast path")
+        lines.append(
+            f"{len(runtime)} fast-path call(s) compiled subgraphs ({format_seconds(seconds)} in "
+            "those calls): a compile_sizes entry or a shape magi compiles at first use"
+        )
+    autotunes = [
+        e for e in run.of("autotune") if e.pid == step0.pid and step0.start_t <= e.t <= end
+    ]
+    if autotunes:
+        seconds = sum(float(e.data.get("duration_s") or 0.0) for e in autotunes)
+        causes.append(f"autotuning {format_seconds(seconds)}")
+        lines.append(
+            f"Inductor autotuned {len(autotunes)} kernel(s) at first launch "
+            f"({format_seconds(seconds)})"
+        )
+    earlier = [s for s in run.steps if s.pid == step0.pid and s.end_t and s.end_t <= step0.start_t]
+    before = (
+        (max(earlier, key=lambda s: s.end_t or 0).memory or {}).get("reserved") if earlier else None
+    )
+    after = (step0.memory or {}).get("reserved")
+    if isinstance(before, int) and isinstance(after, int) and after > before:
+        lines.append(
+            f"the allocator reserved {(after - before) / 2**20:.0f} MiB more by the end of step 0"
+        )
+    mode = config.get("cudagraph_mode")
+    if mode not in (None, "NONE"):
+        causes.append(f"cudagraph capture ({mode})")
+        lines.append(f"cudagraph_mode {mode}: magi captures a graph per new shape at first use")
+    sizes = config.get("compile_sizes")
+    if isinstance(sizes, list) and sizes:
+        lines.append(f"compile_sizes {sizes}: a listed size compiles at its first use")
+    return causes, lines
+
+
+# -- 5. summary ---------------------------------------------------------------------------------
+
+
+def _summary(run: RunData, compiles: list[_Compile], cwd: str | None) -> Finding | None:
+    states = run.of("magi_state")
+    declared = [e for e in run.of("magi_compile") if isinstance(e.data.get("target"), dict)]
+    hooked = states or compiles
+    if not hooked:
+        return _unseen(run, declared, cwd)
+    ok = [c for c in compiles if c.ok]
+    if not ok and compiles:
+        return None  # every compile failed: the failure findings say all there is
+    config = _config(states[0]) if states else {}
+    by_name = Counter(c.name for c in ok)
+    total = sum(c.duration_s for c in ok)
+    cold = [c for c in ok if _cache(c) == "cold"]
+    hit = [c for c in ok if _cache(c) == "hit"]
+    partial = [c for c in ok if _cache(c) == "partial"]
+    live = [c for c in ok if c.event.position[0] == "live" and c.event.position[1] is not None]
+    warm = [c for c in ok if c not in live]
+    evidence = [
+        f"compile mode {config.get('compile_mode')}, backend {config.get('backend')}, "
+        f"cache_root_dir {config.get('cache_root_dir')}",
+        f"{len(ok)} compile(s) of {len(by_name)} target(s) "
+        f"({', '.join(f'{n} ×{k}' for n, k in by_name.items())}), {format_seconds(total)} in all: "
+        f"{len(cold)} compiled by the backend (magi's cache missed), {len(hit)} loaded from "
+        f"magi's cache, {len(partial)} partly loaded",
+        f"declared dynamic_arg_dims: {_dims(states[0]) if states else 'none recorded'}",
+    ]
+    kinds = [("compiled", cold), ("loaded from magi's cache", hit), ("partly loaded", partial)]
+    evidence.append(
+        "seconds per compile: "
+        + "; ".join(
+            f"{label} {format_seconds(sum(c.duration_s for c in items) / len(items))} "
+            f"on average (×{len(items)})"
+            for label, items in kinds
+            if items
+        )
+    )
+    if warm and not live:
+        evidence.append(
+            f"all compiles ran before live traffic: warmup moved {format_seconds(total)} of "
+            "cold start out of the live requests"
+        )
+    elif live:
+        evidence.append(
+            f"{len(live)} compile(s) ran in live requests "
+            f"({format_seconds(sum(c.duration_s for c in live))})"
+        )
+    ops = config.get("splitting_ops") or []
+    boundary = ", ".join(map(str, ops)) if isinstance(ops, list) and ops else "none declared"
+    if ok:
+        evidence.append(
+            f"piecewise split of the first compile: {_split(ok[0])}; boundary ops: {boundary}"
+        )
+    evidence.append(
+        f"cudagraph_mode {config.get('cudagraph_mode')}, offload {_offload(config)}, "
+        f"compile_sizes {config.get('compile_sizes') or '[] (one dynamic compile)'}"
+    )
+    checks = run.of("magi_guard_check")
+    failed = [e for e in checks if not e.data.get("ok")]
+    if checks:
+        signatures = sum(1 for e in checks if e.data.get("new_signature"))
+        evidence.append(
+            f"guards captured at compile time checked on {len(checks)} sampled fast-path call(s) "
+            f"({signatures} at a new input signature, the rest at request starts): "
+            f"{len(failed)} failed"
+        )
+    elif ok:
+        evidence.append(
+            "no fast-path call was checked against the captured guards (no guard manager was "
+            "captured, or no call followed the compile): guard bypass could not be ruled out"
+        )
+    dump = ok[0].event.data.get("depyf_dump") if ok else None
+    if isinstance(dump, dict):
+        evidence.append(f"magi_depyf dump: {dump.get('dir')} ({dump.get('file_count')} files)")
+    return Finding(
+        id=f"{ANALYZER}:summary{id_suffix(run, None)}",
+        analyzer=ANALYZER,
+        severity="info",
+        title=f"magi compiled {len(by_name)} target(s) {len(ok)} time(s) "
+        f"({format_seconds(total)}, {len(hit)} from magi's cache)"
+        + (" before live traffic" if warm and not live else ""),
+        evidence=evidence,
+        fix="Nothing to fix. To move the cold start out of process start-up, keep cache_root_dir "
+        "on persistent storage (magi and Inductor reuse it across runs).",
+        location=_target_location(ok[0].event, cwd) if ok else None,
+        run=run.label,
+        data={
+            "compiles": len(ok),
+            "targets": sorted(by_name),
+            "seconds": total,
+            "cold": len(cold),
+            "cached": len(hit),
+            "guard_checks": len(checks),
+        },
+    )
+
+
+def _cache(item: _Compile) -> str:
+    """cold (every subgraph compiled), hit (every one loaded from magi's cache), partial, or
+    the collector's own word when its counters are missing."""
+    counters = item.event.data.get("counters")
+    if not isinstance(counters, dict) or not counters:
+        return str(item.event.data.get("cache") or "unknown")
+    backend = int(counters.get("num_backend_compilations") or 0)
+    compiled = int(counters.get("num_inductor_compiles") or 0) + int(
+        counters.get("num_eager_compiles") or 0
+    )
+    loaded = max(0, backend - compiled)
+    if compiled and not loaded:
+        return "cold"
+    if loaded and not compiled:
+        return "hit"
+    return "partial" if loaded and compiled else "unknown"
+
+
+def _split(item: _Compile) -> str:
+    dump = item.event.data.get("depyf_dump")
+    if isinstance(dump, dict) and isinstance(dump.get("subgraphs"), int) and dump["subgraphs"]:
+        return f"{dump['subgraphs']} subgraph(s) (magi_depyf dump)"
+    counters = item.event.data.get("counters")
+    if isinstance(counters, dict) and counters.get("num_piecewise_graphs_seen"):
+        return (
+            f"{counters.get('num_piecewise_graphs_seen')} subgraph(s) seen, "
+            f"{counters.get('num_piecewise_capturable_graphs_seen')} compiled (magi's counters; "
+            "a restarted analysis counts twice)"
+        )
+    return "not recorded"
+
+
+def _offload(config: dict[str, object]) -> str:
+    offload = config.get("offload_config")
+    if isinstance(offload, dict):
+        return "on" if offload.get("model_cpu_offload") else "off"
+    return "unknown"
+
+
+def _unseen(run: RunData, declared: list[Event], cwd: str | None) -> Finding | None:
+    errors = [e for e in run.collector_errors if str(e.get("where", "")).startswith("magi")]
+    if not declared and not errors:
+        return None
+    names = ", ".join(dict.fromkeys(str(e.data["target"].get("name")) for e in declared))
+    evidence = [
+        "the program imports magi_compiler" + (f" and decorates {names}" if names else ""),
+        "diag saw no call of a magi-compiled target: either none was called, or diag's hook on "
+        "magi_compiler._api._run_orchestration did not take (another magi version)",
+    ]
+    evidence.extend(f"collector error in {e.get('where')}: {e.get('error')}" for e in errors[:3])
+    return Finding(
+        id=f"{ANALYZER}:unseen{id_suffix(run, None)}",
+        analyzer=ANALYZER,
+        severity="warning" if errors else "info",
+        title="magi_compile is in use but diag saw none of its compiles",
+        evidence=evidence,
+        fix="If targets were called, diag cannot vouch for them: record once with compile_mode "
+        "TORCH_COMPILE (MAGI_COMPILE_COMPILE_MODE=TORCH_COMPILE), whose compiles and recompiles "
+        "diag sees, or report the magi version.",
+        location=_target_location(declared[0], cwd) if declared else None,
+        run=run.label,
+        data={"targets": names},
+    )

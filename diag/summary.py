@@ -56,6 +56,8 @@ class RunSummary:
     profile_windows: int = 0
     collector_errors: int = 0
     magi_compile: bool = False
+    magi_compiles: int = 0  # magi_compile_end events: diag saw magi's own compiles
+    magi_guard_failures: int = 0
     bootstrap_errors: list[str] = field(default_factory=list)
 
     def lines(self) -> list[str]:
@@ -68,7 +70,12 @@ class RunSummary:
             f"{self.graph_breaks} graph break(s); {self.profile_windows} profile window(s)",
         ]
         text.extend(self._not_seen())
-        if self.magi_compile:
+        if self.magi_compile and self.magi_compiles:
+            text.append(
+                f"  magi_compile in use: {self.magi_compiles} magi compile(s) recorded, "
+                f"{self.magi_guard_failures} guard check(s) failed (see magi-compile)"
+            )
+        elif self.magi_compile:
             text.append("  magi_compile in use: its recompiles are invisible to Dynamo's logs")
         if self.collector_errors:
             text.append(f"  {self.collector_errors} collector error(s): see collector_error events")
@@ -143,6 +150,10 @@ def summarize_run(run_path: Path) -> RunSummary:
                 summary.profile_windows += 1
             elif kind == "magi_compile":
                 summary.magi_compile = True
+            elif kind == "magi_compile_end":
+                summary.magi_compiles += 1
+            elif kind == "magi_guard_check" and not event.get("ok"):
+                summary.magi_guard_failures += 1
             elif kind == "collector_error":
                 summary.collector_errors += 1
     return summary
