@@ -606,3 +606,29 @@ def test_import_loads_no_torch() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )
     assert result.stdout.strip() == "[]"
+
+
+def test_builtins_compiled_through_torchs_wrapper(tmp_path: Path) -> None:
+    """torch.compile(torch.sin), (torch.cos), (torch.tanh): torch wraps each in wrap_inline's
+    shared `inner`, so the second and third compile are object-identity recompiles of one frame
+    inside torch; the advice names the wrapper, not "pass the object's tensors"."""
+    program = textwrap.dedent(
+        """
+        import torch
+        x = torch.randn(8)
+        for fn in (torch.sin, torch.cos, torch.tanh):
+            torch.compile(fn, backend="aot_eager")(x)
+        """
+    )
+    env = {**os.environ, "TORCH_TRACE": str(tmp_path / "logs")}
+    env.pop("TORCH_LOGS", None)
+    proc = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    trace = load_torch_trace(tmp_path / "logs")
+    run = trace.compiled
+    assert run is not None and [c.compile_id for c in run.compiles] == ["0/0", "0/1", "0/2"]
+    (churn,) = _by(_findings(trace), "guard-churn")
+    assert churn.data["kind"] == "object-identity" and churn.data["source"] == "fn"
+    assert "wrap_inline" in churn.fix and "Pass the object's tensors" not in churn.fix
