@@ -20,9 +20,10 @@ evidence of its own; a spike with no such cause is a warning only when the host'
 explain it: the process was on the CPU for at least CPU_SHARE of step 0's extra wall time
 (Step.cpu_s; a descheduled process's wall time grows, its CPU time does not), and the excess is
 at least HOST_NOISE_FACTOR x the largest excursion of any steady step of the process above its
-own request's median. Otherwise it is INFO, "too noisy to judge", with the numbers: on a
-2-core host at load 4 a clean run's step 0 took 5x its steady steps while the process ran for
-a fraction of it.
+own request's median, and the host was not loaded (Step.host_load, runnable tasks per CPU, at
+most HOST_LOAD_LIMIT: on a busy CPU the program's spinning threads inflate its CPU time too).
+Otherwise it is INFO, "too noisy to judge", with the numbers: on a 2-core host at load 4 a
+clean run's step 0 took 5x its steady steps.
 
 Times: Step.gpu_s when step 0 and every baseline step have it (CUDA events), else wall_s for
 all of them. The baseline is the request's unprofiled other steps; when fewer than
@@ -69,8 +70,10 @@ MIN_BASELINE = 2
 EXPLAINED_SHARE = 0.5
 #: A spike of unknown cause needs the process on the CPU for this share of the extra wall time ...
 CPU_SHARE = 0.5
-#: ... and an excess this many times the largest steady-step excursion of the process.
+#: ... and an excess this many times the largest steady-step excursion of the process ...
 HOST_NOISE_FACTOR = 2.0
+#: ... on a host with at most this many runnable tasks per CPU (Step.host_load).
+HOST_LOAD_LIMIT = 1.0
 
 
 @dataclass
@@ -327,7 +330,7 @@ def _check(
             "cause is not in the trace (a host-side pause, e.g. Python's garbage collector or "
             "another process, looks like this)"
         )
-        noisy = _host_doubts(timing, index.host_noise.get(request.pid))
+        noisy = _host_doubts(timing, index.host_noise.get(request.pid), step0.host_load)
         evidence.extend(noisy)
     evidence.extend(_tag_lines(run, request.pid))
     what = _cause_title(cause, compiles, compile_s, frames, growth)
@@ -373,9 +376,16 @@ def _check(
     )
 
 
-def _host_doubts(timing: _Timing, noise: tuple[float, str] | None) -> list[str]:
+def _host_doubts(timing: _Timing, noise: tuple[float, str] | None, load: float | None) -> list[str]:
     """Why an unexplained spike may be the host's noise; empty when the evidence rules it out."""
     doubts: list[str] = []
+    if load is not None and load > HOST_LOAD_LIMIT:
+        doubts.append(
+            f"too noisy to judge: the host was loaded ({load:.2f} runnable tasks per CPU over "
+            f"the last minute when step 0 ended, more than {HOST_LOAD_LIMIT:g}): other work "
+            "waited for a CPU, and a pause in step 0 may be theirs (a busy CPU also inflates "
+            "the process's own CPU time: spinning threads)"
+        )
     share = timing.cpu_share
     if share is None:
         doubts.append(

@@ -152,6 +152,7 @@ class StepTracker:
             phase=self.phase,
             wall_s=(t - (self.step_start_t or t)) / 1e9,
             cpu_s=cpu_s,
+            host_load=_host_load(),
             profiled=profiled,
             **fields,
         )
@@ -215,3 +216,12 @@ class StepTracker:
             }
         except (KeyError, TypeError):  # an allocator backend without these stats
             return None
+
+
+def _host_load() -> float | None:
+    """Runnable tasks per CPU over the last minute (os.getloadavg over os.cpu_count): above 1,
+    other work waited for a CPU, and step times carry the host's noise. None where unknown."""
+    try:
+        return round(os.getloadavg()[0] / (os.cpu_count() or 1), 3)
+    except (AttributeError, OSError):
+        return None

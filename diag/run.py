@@ -135,6 +135,9 @@ class Step:
     #: The process's CPU time in the step (all threads): wall time it did not run for was
     #: spent waiting (the GPU, I/O) or descheduled (a loaded host). None in older traces.
     cpu_s: float | None = None
+    #: Runnable tasks per CPU (1-minute load average / CPUs) when the step ended; None in
+    #: older traces. Above 1 the host was loaded: other work waited for a CPU.
+    host_load: float | None = None
 
 
 @dataclass
@@ -485,6 +488,8 @@ def _load_process(run: RunData, events_path: Path) -> None:
                 step_found.memory = data.get("memory")
                 cpu = data.get("cpu_s")
                 step_found.cpu_s = float(cpu) if isinstance(cpu, (int, float)) else None
+                load = data.get("host_load")
+                step_found.host_load = float(load) if isinstance(load, (int, float)) else None
         elif kind == "step_gpu":
             step_found = open_steps.get((str(data.get("request_id")), _int(data.get("step"))))
             if step_found is not None:

@@ -270,3 +270,16 @@ def test_a_request_too_short_to_judge_says_so(tmp_path: Path) -> None:
         "step 0 of request r3 could not be judged: 1 other step(s) (1 unprofiled), 2 needed"
     )
     assert finding.data["requests"] == ["r3"]
+
+
+def test_a_loaded_host_makes_an_unknown_cause_too_noisy(tmp_path: Path) -> None:
+    """The same spike as r0 in test_unknown_cause_needs_the_process_on_the_cpu (the process on
+    the CPU for all of it), on a host with 2.5 runnable tasks per CPU: INFO. On a busy CPU the
+    program's spinning threads burn CPU while they wait, so CPU time alone cannot clear it."""
+    events = _request("r0", 0, [250, 100, 100, 100])
+    for event in events:
+        if event["ev"] == "step_end":
+            event["host_load"] = 2.5 if event["step"] == 0 else 0.5
+    finding = _only(analyze(_write_trace(tmp_path, events)))
+    assert (finding.severity, finding.data["too_noisy"]) == ("info", True)
+    assert "the host was loaded (2.50 runnable tasks per CPU" in "\n".join(finding.evidence)
