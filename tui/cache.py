@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from rich.text import Text
 
+from diag.frames import label as frame_label
 from diag.run import Frame, RunData
 
 from .cells import lines, shape, text
@@ -24,6 +25,7 @@ class CacheInfo:
     # (pid, request id, step, entries) at each step end where the count changed
     history: list[tuple[int, str | None, int | None, int]] = field(default_factory=list)
     shapes: list[str] = field(default_factory=list)
+    name: str = ""  # unique in the run: name, or name@dir/file.py:line (diag.frames)
 
 
 def _infos(label: str, run: RunData) -> list[CacheInfo]:
@@ -36,6 +38,7 @@ def _infos(label: str, run: RunData) -> list[CacheInfo]:
     shapes = list(dict.fromkeys(shape(r.shape) for r in run.requests if r.shape))
     for info in infos.values():
         info.shapes = shapes
+        info.name = frame_label(run, info.frame)
     return sorted(infos.values(), key=lambda i: (-i.entries, i.frame.name))
 
 
@@ -71,14 +74,14 @@ class CacheView(TableView):
             key=f"{info.run}|{info.frame.name}|{info.frame.file}|{info.frame.line}",
             cells=[
                 text(info.run),
-                text(info.frame.name),
+                text(info.name),
                 text(info.entries, style),
                 text(_growth(info)),
                 text(info.frame.location),
             ],
             fields={
                 "run": info.run,
-                "frame": info.frame.name,
+                "frame": info.name,
                 "file": info.frame.location,
                 "entries": str(info.entries),
             },
@@ -87,7 +90,7 @@ class CacheView(TableView):
 
     def detail(self, row: Row) -> Text:
         info: CacheInfo = row.payload
-        head = Text(info.frame.name, style="bold")
+        head = Text(info.name, style="bold")
         head.append(f"  {info.run} run, {info.entries} cache entries at the end")
         parts: list[Text | str] = [head, Text("at ").append(info.frame.location)]
         if info.entries >= LIMIT:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
+from diag.frames import label as frame_label
 from diag.run import Compile
 
 from .cells import field, lines, seconds, text
@@ -25,6 +26,7 @@ class CompileInfo:
     run: str
     item: Compile
     process: str = ""  # `rank1` (or `proc0`) when the run has several processes
+    frame: str = "?"  # unique in the run: name, or name@dir/file.py:line (diag.frames)
 
 
 def _kinds(item: Compile) -> str:
@@ -62,7 +64,9 @@ class CompilesView(TableView):
 
     def show(self, data: TraceData) -> None:
         rows = [
-            self._row(CompileInfo(label, item, run.process_tag(item.pid)))
+            self._row(
+                CompileInfo(label, item, run.process_tag(item.pid), frame_label(run, item.frame))
+            )
             for label, run in data.trace.runs.items()
             for item in run.compiles
         ]
@@ -70,7 +74,7 @@ class CompilesView(TableView):
 
     def _row(self, info: CompileInfo) -> Row:
         item = info.item
-        frame = item.frame.name if item.frame else "?"
+        frame = info.frame if item.frame else "?"
         return Row(
             key=f"{info.run}|{item.pid}|{item.epoch}|{item.compile_id}",
             cells=[
@@ -105,7 +109,7 @@ class CompilesView(TableView):
         info: CompileInfo = row.payload
         item = info.item
         head = Text(f"compile {item.compile_id} of ", style="bold")
-        head.append(item.frame.name if item.frame else "?", style="bold")
+        head.append(info.frame if item.frame else "?", style="bold")
         head.append(f"  ({info.run} run, pid {item.pid}, epoch {item.epoch})")
         where = f"{item.phase}"
         if item.request_id is not None:

@@ -99,7 +99,7 @@ def test_steps_match_lightx2v_own_log(case: str) -> None:
 def test_request_shapes_come_from_lightx2v_input_info(case: str) -> None:
     """The live request has its shape at request_start (from input_info.target_shape through
     the runner), so three distinct shapes were served, as LightX2V served three."""
-    from tui.cache import _infos
+    from diag.tui.cache import _infos
 
     run = _run(case)
     assert [(r.request_id, r.phase, r.shape) for r in run.requests] == [
@@ -150,3 +150,30 @@ def test_phase_offload_three_lambdas_are_three_frames() -> None:
         ["<lambda>@offload/transformer_infer.py", "126"],
     ]
     assert all(": 2 compile(s)," in line for line in warm.evidence if line.startswith("<lambda>"))
+
+
+def test_tui_evidence_of_a_lambda_shows_that_lambda_only() -> None:
+    """Enter on the phase-offload error opens the Compiles screen filtered to its frame: the
+    lambda at :124, not its two siblings that share the name."""
+    from diag.frames import label
+    from diag.tui.compiles import CompileInfo, CompilesView
+    from diag.tui.evidence import evidence_for
+    from diag.tui.filtering import matches, parse_query
+
+    trace = _trace("phase-offload")
+    run = trace.compiled
+    assert run is not None
+    (error,) = _errors(analyze(trace))
+    evidence = evidence_for(error)
+    assert evidence is not None and evidence.tab == "compiles"
+    view = CompilesView()
+    rows = [view._row(CompileInfo("compiled", c, "", label(run, c.frame))) for c in run.compiles]
+
+    def shown(text: str) -> list[tuple[str, int | None]]:
+        query = parse_query(text, CompilesView.ALIASES)
+        items = [r.payload.item for r in rows if matches(query, r.fields, CompilesView.EXACT)]
+        return [(c.compile_id, c.frame.line if c.frame else None) for c in items]
+
+    assert shown(evidence.query) == [("0/2", 124)]
+    frame_only = " ".join(t for t in evidence.query.split() if t.startswith("frame:"))
+    assert shown(frame_only) == [("0/0", 124), ("0/1", 124), ("0/2", 124)]
