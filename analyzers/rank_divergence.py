@@ -73,6 +73,8 @@ SAME_HOST_NS = 100_000_000
 #: On a CPU-only run, an unexplained straggler whose process ran on the CPU for less than this
 #: share of its extra wall time was descheduled (a loaded host): INFO, too noisy to judge.
 CPU_SHARE = 0.5
+#: ... and so is one on a host with more runnable tasks per CPU than this (Step.host_load).
+HOST_LOAD_LIMIT = 1.0
 
 _CAUSE_EVENTS = (
     "empty_cache",
@@ -554,7 +556,16 @@ def _host_noise(rank: _Rank, skews: list[_Skew], ranks: list[_Rank]) -> str | No
     those steps, its CPU time against the other ranks' median for the same step (the same
     work). None when that rules it out or the trace has no CPU times."""
     steps = [r.steps[s.key] for s in skews for r in ranks]
-    if any(st.gpu_s is not None for st in steps) or any(st.cpu_s is None for st in steps):
+    if any(st.gpu_s is not None for st in steps):
+        return None
+    loads = sample(st.host_load for st in steps if st.host_load is not None)
+    if loads is not None and loads.median > HOST_LOAD_LIMIT:
+        return (
+            f"too noisy to judge: the host was loaded in these steps ({loads.median:.2f} "
+            f"runnable tasks per CPU, more than {HOST_LOAD_LIMIT:g}); on a CPU-only run a rank "
+            "that waits for a CPU looks like a straggler"
+        )
+    if any(st.cpu_s is None for st in steps):
         return None
     extra_wall = sum(s.excess for s in skews)
     if extra_wall <= 0:

@@ -350,3 +350,23 @@ def test_a_descheduled_straggler_on_a_cpu_run_is_too_noisy(tmp_path: Path) -> No
             assert finding.title.endswith(": too noisy to judge")
         else:
             assert noisy == []
+
+
+def test_a_straggler_on_a_loaded_cpu_host_is_too_noisy(tmp_path: Path) -> None:
+    """The straggler of the test above whose process was on the CPU for its extra time, on a
+    host with 3 runnable tasks per CPU: INFO."""
+    spans = [(start, 25.0) for start, _ in EVEN]
+    spans[0] = (0.0, 10.0)
+    ranks = {
+        0: _with_cpu(request("r0", EVEN), [10.0] * 4),
+        1: _with_cpu(request("r0", spans), [10.0, 25.0, 25.0, 25.0]),
+    }
+    for events in ranks.values():
+        for event in events:
+            if event["ev"] == "step_end":
+                event["host_load"] = 3.0
+    [finding] = analyze(write_ranks(tmp_path, ranks))
+    assert finding.severity == "info"
+    assert "the host was loaded in these steps (3.00 runnable tasks per CPU" in "\n".join(
+        finding.evidence
+    )
