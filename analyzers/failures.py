@@ -8,7 +8,9 @@ with nothing else to show for it. One finding per failing frame and cause, alway
 torch's whole reason, the user line it names, and the fix for the known causes. A crash that is
 this failure's exception is folded in here as evidence (the crash analyzer leaves it alone).
 
-Results `recompile_limit` are the recompile-limit analyzer's, not repeated here.
+Results `recompile_limit` are the recompile-limit analyzer's, and a failed compile inside a
+failed `magi_compile` is magi-compile's (with the declared dims and magi's fix): neither is
+repeated here.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from diag.findings import Finding
 from diag.run import Compile, Event, RunData, Trace
 
 from .common import format_seconds, id_suffix, process_lines
+from .magi import magi_owned_failure
 
 ANALYZER = "compile-failure"
 
@@ -65,8 +68,8 @@ def analyze(trace: Trace) -> list[Finding]:
     for run in trace.subject_runs:
         groups: dict[tuple[int, str, str, str], list[Compile]] = {}
         for item in run.compiles:
-            if item.result != "failed":
-                continue
+            if item.result != "failed" or magi_owned_failure(run, item):
+                continue  # a failed magi_compile has magi-compile's finding, with magi's fix
             frame = item.frame.name if item.frame is not None else "<unknown frame>"
             key = (item.pid, frame, item.fail_type or "?", _headline(item.fail_reason))
             groups.setdefault(key, []).append(item)

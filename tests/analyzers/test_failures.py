@@ -21,9 +21,10 @@ from diag.analyzers.failures import user_line
 from diag.collectors.crash import MAX_MESSAGE, describe
 from diag.collectors.userframes import innermost_user_frame, is_user_file
 from diag.findings import Finding
-from diag.run import Trace
+from diag.run import Trace, load_trace
 from diag.torchtrace import load_torch_trace
 
+from ..h200data import h200_trace
 from .support import write_trace
 
 TLPARSE = Path(__file__).resolve().parents[1] / "data" / "third_party" / "tlparse"
@@ -117,6 +118,32 @@ def test_cudagraph_overwritten_output_gets_its_fix(tmp_path: Path) -> None:
     assert finding.location == "/srv/pipeline.py:88"
     assert "where the run was: live r0 step 1" in finding.evidence
     assert finding.id == "crash:cudagraph-overwritten:RuntimeError"
+
+
+def test_real_h200_cudagraph_overwrite_crash(tmp_path: Path) -> None:
+    """tests/data/h200/record-cudagraph-overwrite: a diffusers WanPipeline compiled with
+    mode="reduce-overhead", recorded on an H200 (torch 2.11), dies in its first request."""
+    trace = load_trace(h200_trace("record-cudagraph-overwrite", tmp_path))
+    [finding] = get_analyzer("crash")(trace)
+    assert finding.id == "crash:cudagraph-overwritten:RuntimeError"
+    assert "overwritten" in finding.title
+    assert "cudagraph_mark_step_begin()" in finding.fix
+    assert "where the run was: live r1 step 0 (the last step started before it)" in (
+        finding.evidence
+    )
+    assert "raised inside: a CUDA-graph replay or its outputs" in finding.evidence
+    assert get_analyzer("compile-failure")(trace) == []
+
+
+def test_failed_magi_compile_is_magi_compiles_finding(tmp_path: Path) -> None:
+    """tests/data/h200/magi-specialized-dim: magi_compile's first compile raises a
+    ConstraintViolationError and the program dies of it: one headline, magi-compile's."""
+    trace = load_trace(h200_trace("magi-specialized-dim", tmp_path))
+    assert trace.compiled is not None
+    failed = [c.fail_type for c in trace.compiled.compiles if c.result == "failed"]
+    assert failed == ["ConstraintViolationError"]
+    assert _findings(trace) == []
+    assert any(f.severity == "error" for f in get_analyzer("magi-compile")(trace))
 
 
 def test_crash_inside_a_collective(tmp_path: Path) -> None:
