@@ -75,6 +75,7 @@ def analyze(trace: Trace) -> list[Finding]:
     findings: list[Finding] = []
     for run in trace.subject_runs:
         if not run.of("magi_compile") and not run.of("magi_state"):
+            findings.extend(_magi_never_imported(run))
             continue
         compiles = _compiles(run)
         findings.extend(_failures(run, compiles, root))
@@ -643,6 +644,11 @@ def _summary(run: RunData, compiles: list[_Compile], cwd: str | None) -> Finding
         f"cudagraph_mode {config.get('cudagraph_mode')}, offload {_offload(config)}, "
         f"compile_sizes {config.get('compile_sizes') or '[] (one dynamic compile)'}"
     )
+    lightx2v = _lightx2v(run)
+    if lightx2v:
+        evidence.append(
+            "LightX2V runner config: " + ", ".join(f"{k}={v}" for k, v in lightx2v.items())
+        )
     checks = run.of("magi_guard_check")
     failed = [e for e in checks if not e.data.get("ok")]
     if checks:
@@ -713,6 +719,41 @@ def _split(item: _Compile) -> str:
             "a restarted analysis counts twice)"
         )
     return "not recorded"
+
+
+_LIGHTX2V_KEYS = ("use_compile", "use_magi_compile", "cpu_offload", "offload_granularity")
+
+
+def _lightx2v(run: RunData) -> dict[str, object]:
+    """The compile keys of LightX2V's runner config (the lightx2v adapter's event), if any."""
+    keys: dict[str, object] = {}
+    for event in run.of("lightx2v_config"):
+        keys.update({k: v for k, v in event.data.items() if k in _LIGHTX2V_KEYS})
+    return keys
+
+
+def _magi_never_imported(run: RunData) -> list[Finding]:
+    config = _lightx2v(run)
+    if not config.get("use_magi_compile"):
+        return []
+    return [
+        Finding(
+            id=f"{ANALYZER}:not-imported{id_suffix(run, None)}",
+            analyzer=ANALYZER,
+            severity="info",
+            title="LightX2V's use_magi_compile is on, but magi_compiler was never imported",
+            evidence=[
+                f"runner config: {', '.join(f'{k}={v}' for k, v in config.items())}",
+                "no magi_compile was seen in this run: magi compiled nothing, and what did "
+                "compile is in Dynamo's events (the other findings)",
+            ],
+            fix="If magi was meant to compile the blocks, check that magi_compiler is installed "
+            "where LightX2V runs (it needs Python 3.12 and CUDA).",
+            location=None,
+            run=run.label,
+            data=config,
+        )
+    ]
 
 
 def _offload(config: dict[str, object]) -> str:

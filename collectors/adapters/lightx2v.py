@@ -210,6 +210,19 @@ def hook_runner(session: Session, runner: Any, adapter_name: str) -> None:
     runner.warmup = hooked_warmup
     runner.run_pipeline = hooked_run_pipeline
     hook_model(session, getattr(runner, "model", None))
+    session.guarded("adapter.compile_config", _emit_compile_config, session, runner)
+
+
+#: The runner config keys that decide how LightX2V compiles (magi-compile reads them).
+_COMPILE_KEYS = ("use_compile", "use_magi_compile", "cpu_offload", "offload_granularity")
+
+
+def _emit_compile_config(session: Session, runner: Any) -> None:
+    config = getattr(runner, "config", None)
+    if isinstance(config, dict):
+        keys = {key: config[key] for key in _COMPILE_KEYS if key in config}
+        if keys:
+            session.emit("lightx2v_config", **keys)
 
 
 def hook_runner_class(session: Session, cls: type, adapter_name: str) -> None:

@@ -8,10 +8,13 @@ analyzer reads, and the ground truth is fixtures/ground_truth.py's magi_expectat
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -198,3 +201,45 @@ def test_failing_guard_is_explained_with_the_value_seen_and_baked_in() -> None:
     [mismatch] = dtype.verbose_code_parts
     explained = _explain(mismatch, {}, {})
     assert (explained["baked"], explained["seen"]) == ("Float", "Double")
+
+
+# -- LightX2V's use_magi_compile ----------------------------------------------------------------
+
+
+def _with_event(tmp_path: Path, name: str, line: str) -> Trace:
+    trace = tmp_path / name
+    shutil.copytree(DATA / name, trace)
+    [events] = trace.glob("runs/compiled/*/events.jsonl")
+    with events.open("a", encoding="utf-8") as handle:
+        handle.write(line + "\n")
+    return load_trace(trace)
+
+
+def test_lightx2v_adapter_records_the_compile_keys(tmp_path: Path) -> None:
+    """The adapter's hook on a runner whose config is a dict, as LightX2V's is (LightX2V itself
+    does not run on this CPU machine): the compile keys become one event."""
+    from diag.collectors.adapters.lightx2v import _emit_compile_config
+    from diag.collectors.session import Session
+
+    session = Session(tmp_path, "compiled")
+    runner = SimpleNamespace(config={"use_magi_compile": True, "use_compile": False, "seed": 1})
+    _emit_compile_config(session, runner)
+    session.writer.close()
+    [events] = tmp_path.glob("runs/compiled/*/events.jsonl")
+    [record] = [json.loads(line) for line in events.read_text().splitlines()]
+    assert record["ev"] == "lightx2v_config"
+    assert (record["use_magi_compile"], record["use_compile"]) == (True, False)
+    assert "seed" not in record
+
+
+def test_use_magi_compile_without_magi_is_said(tmp_path: Path) -> None:
+    """LightX2V's config asks for magi, but the run never imported magi_compiler (an eager
+    H200 recording with the adapter's event added: a LightX2V run cannot be made here)."""
+    event = '{"t": 1, "ev": "lightx2v_config", "use_magi_compile": true, "use_compile": false}'
+    [finding] = analyze(_with_event(tmp_path, "magi-off", event))
+    assert finding.id == "magi-compile:not-imported"
+    assert finding.severity == "info"
+    assert "use_magi_compile=True" in _text(finding)
+    with_magi = _with_event(tmp_path, "magi-clean", event)
+    [summary] = [f for f in analyze(with_magi) if f.id == "magi-compile:summary"]
+    assert "LightX2V runner config: use_magi_compile=True" in _text(summary)
