@@ -69,6 +69,14 @@ def test_each_plant_gets_its_magi_finding(tmp_path: Path, name: str, plant: str)
     assert magi == [(truth.severity, truth.finding)]
 
 
+def test_specialised_dim_has_one_headline_across_analyzers(tmp_path: Path) -> None:
+    """compile-failure and crash leave magi's failed first compile (and the crash it caused) to
+    magi-compile: one error for one cause."""
+    result = _analyze(tmp_path, "magi-specialized-dim")
+    assert _loud(result) == [("error", "magi-compile:specialized-dim:wan_block_forward")]
+    assert result["status"]["complete"] is False
+
+
 def test_clean_magi_run_passes_check() -> None:
     proc = subprocess.run(
         [PYTHON, "-m", "diag", "check", str(DATA / "magi-clean")],
