@@ -27,6 +27,7 @@ from .common import id_suffix, process_lines
 ANALYZER = "dynamic-shapes"
 _SIZE_SOURCE = re.compile(r"^L\['(?P<arg>[^']+)'\]\.size\(\)\[(?P<dim>\d+)\]$")
 _SHOWN = 6
+_MAGI_INPUT = re.compile(r"^\(\((?P<shape>[\d, ]*)\),")
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,52 @@ def _observed(run: RunData) -> dict[tuple[int, Frame], dict[tuple[str, int], set
                     for index, size in enumerate(shape):
                         if isinstance(size, int):
                             dims[(str(name), index)].add(size)
+    for pid, frame, shapes, _ in _magi_calls(run):
+        dims = seen.setdefault((pid, frame), defaultdict(set))
+        for name, shape in shapes.items():
+            for index, size in enumerate(shape):
+                dims[(name, index)].add(size)
     return seen
+
+
+def _magi_shape(text: object) -> list[int] | None:
+    """A magi guard check's input, `((1, 4608, 1536), 'torch.bfloat16', 'cuda:0')`: its shape."""
+    match = _MAGI_INPUT.match(text) if isinstance(text, str) else None
+    if match is None:
+        return None
+    return [int(part) for part in match.group("shape").replace(" ", "").split(",") if part]
+
+
+def _magi_calls(run: RunData) -> list[tuple[int, Frame, dict[str, list[int]], int]]:
+    """MagiCompiler's fast path runs later calls without Dynamo (and without diag's call
+    sampling): its guard checks sample them instead (collectors/magi.py)."""
+    found = []
+    for event in run.of("magi_guard_check"):
+        frame = _frame(event.data.get("target"))
+        inputs = event.data.get("inputs")
+        call = event.data.get("call")
+        if frame is None or not isinstance(inputs, dict):
+            continue
+        shapes = {str(k): shape for k, v in inputs.items() if (shape := _magi_shape(v))}
+        found.append((event.pid, frame, shapes, call if isinstance(call, int) else 0))
+    return found
+
+
+def _declared(run: RunData) -> dict[Frame, set[tuple[str, int]]]:
+    """Dims a magi_compile target declares dynamic (`dynamic_arg_dims`): the program's own
+    decision, which a recording that never varied them does not refute."""
+    declared: dict[Frame, set[tuple[str, int]]] = defaultdict(set)
+    for kind in ("magi_compile", "magi_state"):
+        for event in run.of(kind):
+            frame = _frame(event.data.get("target"))
+            dims = event.data.get("dynamic_arg_dims")
+            if frame is None or not isinstance(dims, dict):
+                continue
+            for name, value in dims.items():
+                for dim in value if isinstance(value, list) else [value]:
+                    if isinstance(dim, int):
+                        declared[frame].add((str(name), dim))
+    return declared
 
 
 def _calls(run: RunData) -> dict[tuple[int, Frame], int]:
@@ -79,6 +125,8 @@ def _calls(run: RunData) -> dict[tuple[int, Frame], int]:
         calls = event.data.get("calls")
         if frame is not None and isinstance(calls, int):
             counts[(event.pid, frame)] += calls
+    for pid, frame, _, call in _magi_calls(run):
+        counts[(pid, frame)] = max(counts[(pid, frame)], call)
     return counts
 
 
@@ -110,10 +158,21 @@ def _analyze_run(run: RunData) -> list[Finding]:
                     event.data.get("user_location"),
                 )
             )
+    declared = _declared(run)
     findings = [
         finding
         for (pid, frame), items in symbols.items()
-        if (finding := _over_dynamic(run, pid, frame, items, observed, calls)) is not None
+        if (
+            finding := _over_dynamic(
+                run,
+                pid,
+                frame,
+                [i for i in items if _key(i.source) not in declared.get(frame, set())],
+                observed,
+                calls,
+            )
+        )
+        is not None
     ]
     findings.extend(_specialised(run, frames, observed))
     return findings

@@ -109,3 +109,15 @@ def test_a_dim_read_from_self_is_reported_as_specialised(program: Path) -> None:
     assert specialised.data["values"] == [16, 24, 32]
     assert specialised.location is not None and specialised.location.endswith("prog.py:20")
     assert "self.xxx" in specialised.fix
+
+
+def test_magi_declared_dims_and_fast_path_calls(tmp_path: Path) -> None:
+    """A clean MagiCompiler run on an H200 (committed recording): its declared
+    dynamic_arg_dims are the program's choice, and the calls magi's fast path runs without
+    Dynamo are sampled by its guard checks, so nothing is called over-dynamic."""
+    from tests.h200data import h200_trace
+
+    for name in ("magi-clean", "magi-newshape"):
+        trace = load_trace(h200_trace(name, tmp_path / name))
+        assert trace.compiled is not None and trace.compiled.of("magi_guard_check")
+        assert analyze(trace) == [], name
