@@ -121,7 +121,9 @@ class CompiledCalls:
 
     def _mark_function(self, target: Any, compiled: Any) -> Any:
         fallback = self
-        owner = getattr(target, "__self__", target)  # a module's compiled _call_impl: the module
+        # nn.Module.compile() compiles the module's _call_impl: calls into it are module calls.
+        is_call = getattr(target, "__name__", None) == "_call_impl"
+        owner = target.__self__ if is_call and hasattr(target, "__self__") else target
         is_compiling = self.torch.compiler.is_compiling
         enter, leave = self._enter, self._leave
         first = [True]

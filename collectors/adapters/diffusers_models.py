@@ -111,8 +111,8 @@ class ModelCalls:
             self.unhook_inner(target, keep=target)  # its own hooks run outside the frame
             return
         owner = getattr(target, "__self__", None)
-        if isinstance(owner, self.torch.nn.Module):
-            self.unhook_inner(owner, keep=owner if target.__name__ == "_call_impl" else None)
+        if isinstance(owner, self.torch.nn.Module):  # a method: its module's hooks run outside
+            self.unhook_inner(owner, keep=owner)
         function = getattr(target, "__func__", target)
         code = getattr(function, "__code__", None)
         if code is None:

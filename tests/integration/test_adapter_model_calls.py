@@ -118,6 +118,8 @@ elif mode == "self":
     model.compile(backend="aot_eager")
 elif mode == "whole":
     model = torch.compile(model, backend="aot_eager")
+elif mode == "forward":  # the older idiom: the bound forward compiled, hooks still eager
+    model.forward = torch.compile(model.forward, backend="aot_eager")
 elif mode == "function":  # the model called inside a compiled function: Dynamo traces its call
     model = torch.compile(lambda x, t: TinyTransformer.__call__(tiny, x, t), backend="aot_eager")
 scheduler = FlowMatchEulerDiscreteScheduler()
@@ -235,7 +237,7 @@ def test_warmup_requests_leave_one_live_compile_error_on_the_width(
     assert "width" in text and "height varied" in text
 
 
-@pytest.mark.parametrize("mode", ["repeated", "self", "whole", "function", "eager"])
+@pytest.mark.parametrize("mode", ["repeated", "self", "whole", "forward", "function", "eager"])
 def test_each_outermost_model_call_is_a_step_however_it_is_compiled(
     tmp_path: Path, mode: str
 ) -> None:
