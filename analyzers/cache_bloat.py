@@ -19,8 +19,11 @@ import re
 from dataclasses import dataclass, field
 
 from diag.findings import Finding
+from diag.frames import label as frame_label
 from diag.guards import condition_text
 from diag.run import Frame, Guard, RunData, Trace
+
+from .recompiles import cache_entries, repeated_dimensions
 
 ANALYZER = "cache-bloat"
 
@@ -44,16 +47,36 @@ def analyze(trace: Trace) -> list[Finding]:
 def _analyze_run(run: RunData, cwd: str | None) -> list[Finding]:
     shapes = {tuple(r.shape) for r in run.requests if r.shape}
     limited = _limited_frames(run)
+    # A dimension that never generalised explains its frame's entries: the recompiles finding
+    # (or recompile-limit's, at the limit) reports it, with the entry count.
+    explained = {found.frame for found in repeated_dimensions(run)}
+    recorded = run.cache_entries()
+    frames = set(recorded) | {c.frame for c in run.compiles if c.frame and c.cache_size is not None}
     findings: list[Finding] = []
-    for frame, entries in sorted(run.cache_entries().items(), key=lambda kv: kv[0].location):
-        at_limit = entries >= DEFAULT_LIMIT or frame in limited
+    for frame in sorted(frames, key=lambda f: (f.location, f.name)):
+        entries = cache_entries(run, frame)
+        if entries is None or frame in explained:
+            continue
+        from_metrics = frame not in recorded
+        # More entries than the default limit and no hit: this run raised the limit.
+        raised = entries > DEFAULT_LIMIT and frame not in limited
+        at_limit = frame in limited or (entries >= DEFAULT_LIMIT and not raised)
         if shapes:
             bloated = entries >= RATIO * len(shapes) and entries >= MIN_ENTRIES
         else:
-            bloated = at_limit  # no request shapes to compare with: only a full cache is news
+            # No request shapes to compare with: only a full (or past-default) cache is news.
+            bloated = at_limit or raised
         if bloated:
             findings.append(
-                _finding(run, frame, entries, len(shapes), at_limit, frame in limited, cwd)
+                _finding(
+                    run,
+                    frame,
+                    entries,
+                    len(shapes),
+                    (at_limit, frame in limited, raised),
+                    cwd,
+                    from_metrics,
+                )
             )
     return findings
 
@@ -63,13 +86,20 @@ def _finding(
     frame: Frame,
     entries: int,
     shapes: int,
-    at_limit: bool,
-    limit_hit: bool,
+    limits: tuple[bool, bool, bool],
     cwd: str | None,
+    from_metrics: bool = False,
 ) -> Finding:
+    at_limit, limit_hit, raised = limits
     sources = _sources(run, frame)
+    held = (
+        f"{frame.name} holds at least {entries} cache entries (torch's "
+        "compilation_metrics.cache_size before its last compile, plus that compile)"
+        if from_metrics
+        else f"{frame.name} holds {entries} cache entries at exit"
+    )
     evidence = [
-        f"{frame.name} holds {entries} cache entries at exit",
+        held,
         f"distinct request shapes served: {shapes}"
         + (f" ({entries / shapes:.1f} entries per shape)" if shapes else " (no shapes reported)"),
     ]
@@ -125,15 +155,26 @@ def _finding(
             f"{entries} entries is torch's default recompile limit ({DEFAULT_LIMIT}): the next "
             "variation (a new shape, a deeper model's next block) runs eagerly"
         )
+    elif raised:
+        evidence.append(
+            f"{entries} entries is more than torch's default recompile limit ({DEFAULT_LIMIT}) "
+            "and no limit was hit: this run raised torch._dynamo.config.recompile_limit, so "
+            "every variation still compiles"
+        )
     if at_limit:
         fix += " At the recompile limit, further variations run eagerly."
-    title = f"{frame.name} holds {entries} cache entries for {shapes} distinct shape(s)"
+    label = frame_label(run, frame)
+    title = f"{label} holds {entries} cache entries " + (
+        f"for {shapes} distinct shape(s)" if shapes else "(no request shapes known)"
+    )
+    if raised:
+        title += ": past the default recompile limit, which this run raised"
     if limit_hit:
         title += ": recompile limit hit"
     elif at_limit:
         title += ": at the recompile limit"
     return Finding(
-        id=f"{ANALYZER}:{frame.name}{'' if run.label == 'compiled' else '@' + run.label}",
+        id=f"{ANALYZER}:{label}{'' if run.label == 'compiled' else '@' + run.label}",
         analyzer=ANALYZER,
         severity="error" if at_limit else "warning",
         title=title,

@@ -26,8 +26,12 @@ from diag.guards import condition_text
 from diag.run import Compile, Frame, Guard, RunData, Trace
 
 from .common import id_suffix as _id_suffix
+from .recompiles import steps_known, warmup_known
 
 ANALYZER = "guard-churn"
+
+#: torch's default recompile limit (torch._dynamo.config.recompile_limit).
+DEFAULT_LIMIT = 8
 
 #: Guard kinds on Python state. Tensor kinds and `unknown` are left to live-compile.
 CHURN_KINDS = (
@@ -75,6 +79,24 @@ def analyze(trace: Trace) -> list[Finding]:
 
 
 def _analyze_run(run: RunData, cwd: str | None) -> list[Finding]:
+    limits = _limit_hits(run)
+    return [
+        _finding(run, group, cwd, limits.get((group.pid, group.frame))) for group in _groups(run)
+    ]
+
+
+def churn_compiles(run: RunData) -> dict[int, str]:
+    """id() of each compile a guard-churn finding reports -> its guard source, so that other
+    analyzers (recompiles) do not report the same recompile again."""
+    found: dict[int, str] = {}
+    for group in _groups(run):
+        for item, _ in group.hits:
+            found.setdefault(id(item), group.source)
+    return found
+
+
+def _groups(run: RunData) -> list[_Group]:
+    """The (process, frame, source) groups of Python-state guards this analyzer reports."""
     groups: dict[tuple[int, Frame | None, str], _Group] = {}
     for item in run.compiles:
         for guard in item.guards:
@@ -86,12 +108,7 @@ def _analyze_run(run: RunData, cwd: str | None) -> list[Finding]:
             if group is None:
                 group = groups[key] = _Group(item.pid, item.frame, source, guard.kind)
             group.hits.append((item, guard))
-    limits = _limit_hits(run)
-    return [
-        _finding(run, group, cwd, limits.get((group.pid, group.frame)))
-        for group in groups.values()
-        if not _automatic_dynamic(group)
-    ]
+    return [group for group in groups.values() if not _automatic_dynamic(group)]
 
 
 def _automatic_dynamic(group: _Group) -> bool:
@@ -119,13 +136,18 @@ def _finding(run: RunData, group: _Group, cwd: str | None, limit: Compile | None
     per_call = _varies_within_a_step(compiles)
     count = len(compiles)
 
-    unknown = all(c.phase == "unknown" for c in compiles)
-    when = "no step information" if unknown else "all in warmup"
+    unknown = all(_no_steps(run, c) for c in compiles)
+    warmup_only = all(c.phase == "warmup" for c in compiles)
+    when = (
+        "no step information"
+        if unknown
+        else ("all in warmup" if warmup_only else "none in a live request")
+    )
     evidence = [
         f"{count} recompile(s) of {frame} with the {group.kind} guard on `{group.source}` "
         f"failing ({f'{len(live)} live' if live else when})",
         f"values the cached entries expected: {_values_text(group.kind, values)}",
-        f"where: {_where_list(compiles)}",
+        f"where: {_where_list(run, compiles)}",
     ]
     if per_call:
         evidence.append(
@@ -136,13 +158,12 @@ def _finding(run: RunData, group: _Group, cwd: str | None, limit: Compile | None
         entries = run.cache_entries().get(limit.frame) if limit.frame is not None else None
         held = f" with {entries} cache entries" if entries else ""
         evidence.append(
-            f"{frame} reached the recompile limit{held} at {_where(limit)}: it runs eagerly "
+            f"{frame} reached the recompile limit{held} at {_where(run, limit)}: it runs eagerly "
             "from then on, with no further compile or message"
         )
     else:
         entries = run.cache_entries().get(group.frame) if group.frame is not None else None
-        held = f" ({entries} cache entries at exit; torch's default limit is 8)" if entries else ""
-        evidence.append(f"{frame} did not reach the recompile limit in this run{held}")
+        evidence.append(_limit_text(frame, entries))
     evidence.append(f"newest failing guard: {_guard_text(newest)}")
     location, read_line = _location(newest, group, cwd)
     called_from = group.frame.called_from if group.frame is not None else None
@@ -160,7 +181,11 @@ def _finding(run: RunData, group: _Group, cwd: str | None, limit: Compile | None
             else f"no user line recorded for this guard; the compiled frame is at {location}"
         )
 
-    live_text = f", {len(live)} live" if live else ("" if unknown else ", warmup only")
+    live_text = (
+        f", {len(live)} live"
+        if live
+        else ("" if unknown else (", warmup only" if warmup_only else f", {when}"))
+    )
     title = f"{frame} recompiled {count} time(s) on `{group.source}` ({group.kind}{live_text})"
     if limit is not None:
         title += ": hit the recompile limit, now eager"
@@ -343,8 +368,40 @@ def _limit_hits(run: RunData) -> dict[tuple[int, Frame | None], Compile]:
 # --- text helpers ------------------------------------------------------------------------------
 
 
-def _where(item: Compile) -> str:
+def _limit_text(frame: str, entries: int | None) -> str:
+    """Where the frame's cache stands against the limit when no compile hit it. torch refuses
+    the compile that would add an entry past the limit, so 8 entries of 8 is a full cache (as
+    cache-bloat says): no compile was refused yet, and the next new value runs eagerly."""
+    if not entries or entries < DEFAULT_LIMIT:
+        held = f" ({entries} cache entries at exit of {DEFAULT_LIMIT})" if entries else ""
+        return f"{frame} stayed under torch's default recompile limit in this run{held}"
+    if entries == DEFAULT_LIMIT:
+        return (
+            f"{frame} is at the recompile limit: {entries} cache entries at exit, torch's default "
+            f"limit is {DEFAULT_LIMIT}; no compile was refused yet, and the next new value runs "
+            "eagerly"
+        )
+    return (
+        f"{frame} holds {entries} cache entries at exit, more than torch's default recompile "
+        f"limit ({DEFAULT_LIMIT}), and no compile hit a limit: this run raised "
+        "torch._dynamo.config.recompile_limit"
+    )
+
+
+def _no_steps(run: RunData, item: Compile) -> bool:
+    """No phase for this compile: a TORCH_TRACE log, or a process no adapter knew."""
     if item.phase == "unknown":
+        return True
+    return (
+        item.request_id is None
+        and item.phase == "live"
+        and not steps_known(run, item.pid)
+        and not warmup_known(run, item.pid)
+    )
+
+
+def _where(run: RunData, item: Compile) -> str:
+    if _no_steps(run, item):
         return f"compile {item.compile_id} (no step information)"
     if item.request_id is None:
         return f"{item.phase} (outside a request)"
@@ -352,10 +409,10 @@ def _where(item: Compile) -> str:
     return f"{item.phase} {item.request_id}{step}"
 
 
-def _where_list(compiles: list[Compile]) -> str:
+def _where_list(run: RunData, compiles: list[Compile]) -> str:
     runs: list[tuple[str, int]] = []
     for item in compiles:
-        text = _where(item)
+        text = _where(run, item)
         if runs and runs[-1][0] == text:
             runs[-1] = (text, runs[-1][1] + 1)
         else:

@@ -32,16 +32,24 @@ from diag.run import Compile, Frame, Guard, Request, RunData, Trace
 from .common import format_seconds as _secs
 from .common import id_suffix as _id_suffix
 from .common import process_lines as _tag_lines
+from .recompiles import HOW_TO_MARK, repeated_dimension_fix, repeated_dimensions, warmup_known
 
 ANALYZER = "live-compile"
 
-#: Names of the request-shape dimensions, by rank. Request shapes are frames x height x width
-#: in latent pixels for diag.fixtures, and LightX2V's latents [C, T, H, W] (channels, frames,
-#: height, width); any other rank gets positional names.
-_DIM_NAMES: dict[int, tuple[str, ...]] = {
-    2: ("height", "width"),
-    3: ("frames", "height", "width"),
-    4: ("channels", "frames", "height", "width"),
+#: Names of the request-shape dimensions, by the adapter that reported the shape and its rank:
+#: only where that adapter says what the dimensions are. diag.fixtures reports frames x height x
+#: width in latent pixels, LightX2V its latents [C, T, H, W], the diffusers pipeline its
+#: `height`/`width` (and `num_frames`) arguments, diffusers model calls a latent's [F, H, W]
+#: (or [H, W] of an image's). A shape from any other adapter (the first tensor of a compiled
+#: call: [batch, seq] is not height x width) gets positional names, `dim 0`, `dim 1`.
+_DIM_NAMES: dict[str, dict[int, tuple[str, ...]]] = {
+    "diag.fixtures": {3: ("frames", "height", "width")},
+    "lightx2v": {4: ("channels", "frames", "height", "width")},
+    "diffusers": {2: ("height", "width"), 3: ("frames", "height", "width")},
+    "diffusers model calls (inferred)": {
+        2: ("height", "width"),
+        3: ("frames", "height", "width"),
+    },
 }
 _SIZE_KINDS = ("tensor-size", "tensor-stride")
 _VALUE_KINDS = (
@@ -67,6 +75,7 @@ class _Coverage:
     static_gaps: list[int] = field(default_factory=list)
     varied_gaps: list[int] = field(default_factory=list)
     rank_mismatch: bool = False
+    names: tuple[str, ...] | None = None  # what the dimensions are, when the adapter says
 
     @property
     def covered(self) -> bool:
@@ -129,7 +138,7 @@ def _live_finding(run: RunData, compiles: list[Compile], request: Request | None
     evidence.extend(_compile_line(c) for c in compiles)
     coverage: _Coverage | None = None
     if shape is not None and any(g.kind in _SIZE_KINDS for c in compiles for g in c.guards[:1]):
-        coverage = _coverage(shape, _warm_shapes(run, first.pid))
+        coverage = _coverage(shape, _warm_shapes(run, first.pid), _names(run, first.pid, shape))
         evidence.append(_coverage_sentence(coverage, rid, _size_guard(compiles)))
         evidence.extend(_guard_meaning(_size_guard(compiles), frame))
     limit = next(
@@ -148,14 +157,29 @@ def _live_finding(run: RunData, compiles: list[Compile], request: Request | None
             f"{frame} then hit the recompile limit at {limit.phase} {limit.request_id} "
             f"step {limit.step} (see recompile-limit)"
         )
+    warmed = warmup_known(run, first.pid)
     if not recompiled:
         evidence.append(
             f"first compile of {frame}: no warmup call reached this frame before live traffic"
+            if warmed
+            else f"first compile of {frame}: diag identified no warmup in this process, so "
+            "every request counts as live; if the program warms up, " + HOW_TO_MARK
         )
+    repeated = [
+        found
+        for found in repeated_dimensions(run)
+        if found.pid == first.pid
+        and found.frame == first.frame
+        and any(c is item for c in found.compiles for item in compiles)
+    ]
+    evidence.extend(
+        f"{found.sentence()} (see {'recompile-limit' if limit is not None else 'recompiles'})"
+        for found in repeated
+    )
     evidence.extend(_tag_lines(run, first.pid))
 
     uncovered = (
-        [_dim_name(len(coverage.shape), i) for i in coverage.static_gaps] if coverage else []
+        [_dim_name(coverage, i) for i in coverage.static_gaps] if coverage else []
     )
     guards = [
         {
@@ -175,7 +199,12 @@ def _live_finding(run: RunData, compiles: list[Compile], request: Request | None
         severity="error",
         title=title,
         evidence=evidence,
-        fix=_fix(newest, shape, uncovered, frame),
+        fix=(
+            repeated_dimension_fix(repeated[0])
+            if repeated
+            else _fix(newest, shape, uncovered, frame)
+        )
+        + ("" if warmed else f" diag identified no warmup in this process: {HOW_TO_MARK}."),
         location=first.frame.location if first.frame is not None else None,
         run=run.label,
         data={
@@ -274,8 +303,14 @@ def _warm_shapes(run: RunData, pid: int) -> list[Shape]:
     return shapes
 
 
-def _coverage(shape: Shape, warm: list[Shape]) -> _Coverage:
-    result = _Coverage(shape, warm, exact=shape in warm)
+def _names(run: RunData, pid: int, shape: Shape) -> tuple[str, ...] | None:
+    """The dimension names of `shape` when the adapter of its process says what they are."""
+    adapter = next((p.adapter for p in run.processes if p.pid == pid), None)
+    return _DIM_NAMES.get(adapter or "", {}).get(len(shape))
+
+
+def _coverage(shape: Shape, warm: list[Shape], names: tuple[str, ...] | None = None) -> _Coverage:
+    result = _Coverage(shape, warm, exact=shape in warm, names=names)
     same_rank = [w for w in warm if len(w) == len(shape)]
     if warm and not same_rank:
         result.rank_mismatch = True
@@ -290,11 +325,15 @@ def _coverage(shape: Shape, warm: list[Shape]) -> _Coverage:
 def _coverage_sentence(cov: _Coverage, rid: str, guard: Guard | None) -> str:
     live = f"live {rid} is {_fmt(cov.shape)}"
     if not cov.warm:
-        return f"no warmup request with a shape was seen, so nothing warmed {_fmt(cov.shape)}"
+        return (
+            f"no warmup request with a shape was seen, so nothing warmed {_fmt(cov.shape)} "
+            "(if the program warms up, mark it so diag can see it: --warmup-fn, "
+            '--warmup-requests N, or with diag.phase("warmup"))'
+        )
     served = f"warmup served {_join([_fmt(w) for w in cov.warm])}"
     if cov.rank_mismatch:
         return f"{served}; {live}, a shape of another rank"
-    served += f" ({_varied_text(cov.shape, cov.warm)})"
+    served += f" ({_varied_text(cov)})"
     if cov.exact:
         return (
             f"{served}; {live}, a shape warmup served too: the size guard is on a tensor "
@@ -302,7 +341,7 @@ def _coverage_sentence(cov: _Coverage, rid: str, guard: Guard | None) -> str:
         )
     parts: list[str] = []
     for i in cov.static_gaps:
-        name = _dim_name(len(cov.shape), i)
+        name = _dim_name(cov, i)
         fixed = cov.warm[0][i]
         text = (
             f"{name} {cov.shape[i]} was never warmed: warmup kept the {name} at {fixed}, "
@@ -311,7 +350,7 @@ def _coverage_sentence(cov: _Coverage, rid: str, guard: Guard | None) -> str:
         text += _guard_scale(guard, fixed, cov.shape[i], name)
         parts.append(text)
     for i in cov.varied_gaps:
-        name = _dim_name(len(cov.shape), i)
+        name = _dim_name(cov, i)
         parts.append(
             f"{name} {cov.shape[i]} is new, but warmup varied the {name}, so it should be "
             "dynamic already (look for a specialisation: sizes 0 and 1, or code that reads "
@@ -333,13 +372,14 @@ def _guard_scale(guard: Guard | None, old: int, new: int, name: str) -> str:
     return ""
 
 
-def _varied_text(shape: Shape, warm: list[Shape]) -> str:
-    same_rank = [w for w in warm if len(w) == len(shape)]
+def _varied_text(cov: _Coverage) -> str:
+    shape = cov.shape
+    same_rank = [w for w in cov.warm if len(w) == len(shape)]
     varied: list[str] = []
     fixed: list[str] = []
     for i in range(len(shape)):
         values = sorted({w[i] for w in same_rank})
-        name = _dim_name(len(shape), i)
+        name = _dim_name(cov, i)
         if len(values) > 1:
             varied.append(name)
         elif values:
@@ -348,9 +388,8 @@ def _varied_text(shape: Shape, warm: list[Shape]) -> str:
     return head + (f"; {', '.join(fixed)}" if fixed else "")
 
 
-def _dim_name(rank: int, index: int) -> str:
-    names = _DIM_NAMES.get(rank)
-    return names[index] if names else f"dim {index}"
+def _dim_name(cov: _Coverage, index: int) -> str:
+    return cov.names[index] if cov.names else f"dim {index}"
 
 
 # --- INFO: coverage and warmup cost ------------------------------------------------------------
@@ -374,8 +413,8 @@ def _coverage_finding(run: RunData) -> Finding | None:
     rows: list[dict[str, object]] = []
     live_texts: list[str] = []
     for (pid, shape), rids in live.items():
-        cov = _coverage(shape, _warm_shapes(run, pid))
-        gaps = [_dim_name(len(shape), i) for i in cov.static_gaps]
+        cov = _coverage(shape, _warm_shapes(run, pid), _names(run, pid, shape))
+        gaps = [_dim_name(cov, i) for i in cov.static_gaps]
         label = f"{_fmt(shape)} ({', '.join(rids)})"
         live_texts.append(label)
         if not cov.covered:
@@ -401,7 +440,13 @@ def _coverage_finding(run: RunData) -> Finding | None:
             else "no request with a shape"
         ),
     ]
-    if not_covered:
+    if not warm_all and not any(warmup_known(run, pid) for pid, _ in live):
+        evidence.append(f"diag identified no warmup phase in this run: {HOW_TO_MARK}")
+        title = (
+            f"No warmup identified: {len(shapes)} live shape(s) "
+            f"({_join(sorted(_fmt(s) for s in shapes))}) not known to be warmed"
+        )
+    elif not_covered:
         evidence.append(f"not covered by warmup: {_join(not_covered)}")
         title = (
             f"Warmup covered {covered_n} of {len(shapes)} live shape(s); "
@@ -419,7 +464,10 @@ def _coverage_finding(run: RunData) -> Finding | None:
         severity="info",
         title=title,
         evidence=evidence,
-        fix="Warm up every shape class live traffic sends: for each dimension that varies live, "
+        # Every live shape warmed: nothing to do, so no fix line.
+        fix=""
+        if covered_n == len(shapes) and warm_all
+        else "Warm up every shape class live traffic sends: for each dimension that varies live, "
         "serve at least two values of it in warmup (or mark it dynamic).",
         run=run.label,
         data={
@@ -444,7 +492,7 @@ def _warmup_compiles_finding(run: RunData) -> Finding | None:
         for item in items:
             by_step.setdefault((item.request_id, item.step), []).append(item)
         spots = [
-            f"{rid or 'no request'} step {step}: "
+            (f"{rid} step {step}: " if rid is not None else "outside a request: ")
             + (f"{len(group)} compiles, " if len(group) > 1 else "")
             + _secs(sum(c.duration_s or 0.0 for c in group))
             for (rid, step), group in by_step.items()
@@ -467,7 +515,7 @@ def _warmup_compiles_finding(run: RunData) -> Finding | None:
         title=f"Warmup moved {len(warm)} compile(s), {_secs(total)} of cold start, "
         "out of live traffic",
         evidence=evidence,
-        fix="Nothing to fix: this is the cost warmup is for.",
+        fix="",  # the cost warmup is for: nothing to do
         run=run.label,
         data={"compiles": len(warm), "compile_s": round(total, 6), "live_compiles": len(live)},
     )

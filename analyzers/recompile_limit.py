@@ -22,6 +22,14 @@ from diag.run import Compile, Event, Frame, Guard, RunData, Step, Trace
 from .common import format_seconds as _secs
 from .common import id_suffix as _id_suffix
 from .common import process_lines as _tag_lines
+from .recompiles import (
+    HOW_TO_MARK,
+    RepeatedDimension,
+    repeated_dimension_fix,
+    repeated_dimensions,
+    steps_known,
+    warmup_known,
+)
 
 ANALYZER = "recompile-limit"
 
@@ -38,13 +46,32 @@ def analyze(trace: Trace) -> list[Finding]:
             name = frame_label(run, frame)
             index = seen.get((event.pid, name), 0)
             seen[(event.pid, name)] = index + 1
-            findings.append(_finding(run, event, frame, name, index))
+            repeated = [
+                found
+                for found in repeated_dimensions(run)
+                if found.pid == event.pid and _same_frame_opt(found.frame, frame, name)
+            ]
+            findings.append(_finding(run, event, frame, name, index, repeated))
     return findings
 
 
-def _finding(run: RunData, event: Event, frame: Frame | None, name: str, index: int) -> Finding:
+def _same_frame_opt(found: Frame | None, frame: Frame | None, name: str) -> bool:
+    return found is not None and _same_frame(found, frame, name)
+
+
+def _finding(
+    run: RunData,
+    event: Event,
+    frame: Frame | None,
+    name: str,
+    index: int,
+    repeated: list[RepeatedDimension],
+) -> Finding:
     phase, rid, step = event.position
-    where = _where(phase, rid, step)
+    known = phase != "unknown" and (
+        rid is not None or steps_known(run, event.pid) or warmup_known(run, event.pid)
+    )
+    where = _where(phase, rid, step) if known else "a point with no step information"
     epoch = event.data.get("epoch")
     compile_id = event.data.get("compile_id")
     reason = event.data.get("reason") or "no reason recorded"
@@ -77,13 +104,16 @@ def _finding(run: RunData, event: Event, frame: Frame | None, name: str, index: 
             )
     else:
         evidence.append("no failing-guard list was recorded for the limited compile")
+    # The dimension that never generalised is the churn behind this hit: evidence, not a
+    # second finding (the recompiles analyzer leaves frames at the limit to this one).
+    evidence.extend(found.sentence() for found in repeated)
     if before:
         warm = sum(1 for c in before if c.phase == "warmup")
         live = sum(1 for c in before if c.live)
         seconds = sum(c.duration_s or 0.0 for c in before)
         split = (
             "no step information"
-            if all(c.phase == "unknown" for c in before)
+            if all(c.phase == "unknown" for c in before) or not known
             else f"{warm} in warmup, {live} live"
         )
         evidence.append(
@@ -110,7 +140,12 @@ def _finding(run: RunData, event: Event, frame: Frame | None, name: str, index: 
             "eagerly, with no further compile or message (no eager_fallback event: that marker "
             "needs --profile)"
         )
-    if after:
+    if not known:
+        evidence.append(
+            "diag could not identify steps or requests here, so it cannot say which requests "
+            f"ran eagerly; {HOW_TO_MARK}"
+        )
+    elif after:
         times = [s.wall_s for s in after if s.wall_s is not None]
         median = f"; median step {_secs(statistics.median(times))}" if times else ""
         evidence.append(
@@ -128,7 +163,9 @@ def _finding(run: RunData, event: Event, frame: Frame | None, name: str, index: 
         title=f"{name} hit the recompile limit at {where} and runs eagerly from then on"
         + (f" (churning guard: {source})" if source else ""),
         evidence=evidence,
-        fix=_fix(guards[0] if guards else None),
+        fix=repeated_dimension_fix(repeated[0])
+        if repeated
+        else _fix(guards[0] if guards else None),
         location=frame.location if frame is not None else None,
         run=run.label,
         data={

@@ -590,6 +590,7 @@ class _ProcessBuilder:
         else:
             result = "ok"
         duration = _duration(metrics, start, t)
+        cache_size = metrics.get("cache_size")
         guards = self.guards.pop(compile_id, None)
         if guards is None:
             # No artifact (older torch, or a corrupt payload): torch 2.5+ keeps the first reason.
@@ -615,6 +616,7 @@ class _ProcessBuilder:
             else fail_reason,
             fail_type=str(fail_type) if fail_type else None,
             fail_user_frame=_user_frame(metrics),
+            cache_size=cache_size if isinstance(cache_size, int) and cache_size >= 0 else None,
         )
         self.compiles.append(item)
         self.ended.add(compile_id)

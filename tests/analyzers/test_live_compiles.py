@@ -146,6 +146,10 @@ def test_no_warmup_first_compile_is_live(tmp_path: Path) -> None:
     assert "first compile of block_forward" in "\n".join(error.evidence)
     assert error.fix.startswith("Call block_forward in warmup")
     assert error.location == "/srv/model.py:12"
+    assert "diag identified no warmup in this process" in "\n".join(error.evidence)
+    assert "--warmup-requests N" in error.fix and 'diag.phase("warmup")' in error.fix
     coverage = by_id["live-compile:warmup-coverage"]
-    assert coverage.title == "Warmup covered 0 of 1 live shape(s); not covered: 1x4x4"
-    assert "not covered by warmup: 1x4x4 (r0): no warmup request with a shape" in coverage.evidence
+    # No warmup was identified: the finding says so and how to mark it, not "warmup covered".
+    assert coverage.title == "No warmup identified: 1 live shape(s) (1x4x4) not known to be warmed"
+    assert any(line.startswith("diag identified no warmup phase") for line in coverage.evidence)
+    assert not any("after warmup" in line for f in findings for line in [f.title, *f.evidence])

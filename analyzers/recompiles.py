@@ -1,0 +1,536 @@
+"""recompiles: each compile and recompile when diag cannot tell warmup from live, and a dimension
+that keeps recompiling and never generalises, in every run.
+
+Why: live-compile judges compiles by the phase they ran in, and a program no adapter knows (a
+hand-written loop over a diffusers transformer, any TORCH_TRACE log) reports no steps, requests
+or warmup phase. Saying nothing then would be a false all-clear: the compiles still happened,
+and a recompile on a stride guard in the middle of traffic still stalled a request. So for a
+process with no steps known this analyzer lists, per code object (a frame is its file, first
+line and name: two lambdas of one file are two frames), each compile with its failing guards
+and its time since the program started (for a TORCH_TRACE log: since the log's first compile),
+and says what diag could not identify and how to mark it.
+
+A dimension that never generalises is judged in every run, steps known or not: the same guard
+source and dimension failing again and again (15 compiles of one frame for 15 sizes of `x` with
+automatic dynamic shapes off) means Dynamo compiles a new entry per size instead of making the
+dimension dynamic. That is a warning with the fix. Root causes other analyzers own are not
+repeated: a frame that hit the recompile limit is recompile-limit's finding (the repeated
+dimension becomes its evidence), recompiles on Python state are guard-churn's, and compiles
+inside live requests are live-compile's.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from diag.findings import Finding
+from diag.frames import run_labels
+from diag.guards import condition_text
+from diag.run import Compile, Frame, Guard, Process, RunData, Trace
+
+from .common import format_seconds as _secs
+from .common import id_suffix as _id_suffix
+from .common import process_lines as _tag_lines
+
+ANALYZER = "recompiles"
+
+#: Recompiles failing on one guard source and dimension that mean it never became dynamic.
+REPEATED_SHAPE_RECOMPILES = 3
+#: torch's default recompile limit (torch._dynamo.config.recompile_limit).
+DEFAULT_LIMIT = 8
+_SHAPE_KINDS = ("tensor-size", "tensor-stride")
+_MAX_LINES = 12
+
+#: How to tell diag which calls are warmup, requests and steps (docs/FINDINGS.md, README).
+HOW_TO_MARK = (
+    "mark them: `diag record --warmup-fn MOD:QUALNAME` (calls of that function are warmup), "
+    "`--request-fn MOD:QUALNAME` / `--step-fn MOD:QUALNAME` (each call is one request / step), "
+    "`--warmup-requests N` (the first N requests are warmup); or in the program with diag.api: "
+    '`with diag.phase("warmup"):` around warmup, `with diag.request():` around each request, '
+    "`with diag.step():` around each denoising step"
+)
+
+_AT_INDEX = re.compile(r"mismatch at index (\d+)")
+_SYM_INDEX = re.compile(r"\.(?:size|stride)\(\)\[(\d+)\]")
+
+
+# --- what other analyzers ask ------------------------------------------------------------------
+
+
+def steps_known(run: RunData, pid: int) -> bool:
+    """Whether diag knows this process's requests and steps (an adapter, --step-fn, diag.api)."""
+    return any(request.pid == pid for request in run.requests)
+
+
+def warmup_known(run: RunData, pid: int) -> bool:
+    """Whether a warmup phase was identified in this process (a warmup request or compile)."""
+    return any(r.pid == pid and r.phase == "warmup" for r in run.requests) or any(
+        c.pid == pid and c.phase == "warmup" for c in run.compiles
+    )
+
+
+@dataclass
+class RepeatedDimension:
+    """One guard source and dimension that failed in many recompiles of one frame."""
+
+    pid: int
+    frame: Frame | None
+    kind: str
+    source: str
+    index: str | None
+    compiles: list[Compile] = field(default_factory=list)
+
+    @property
+    def dimension(self) -> str:
+        what = "stride" if self.kind == "tensor-stride" else "dim"
+        return f"{what} {self.index} of `{self.source}`" if self.index else f"`{self.source}`"
+
+    @property
+    def values(self) -> list[str]:
+        """The sizes the newest entries expected, then the last size called with."""
+        values: list[str] = []
+        for item in self.compiles:
+            expected = item.guards[0].expected
+            if expected is not None and expected not in values:
+                values.append(expected)
+        last = self.compiles[-1].guards[0].actual
+        if last is not None and last not in values:
+            values.append(last)
+        return values
+
+    def sentence(self) -> str:
+        return (
+            f"{len(self.compiles)} recompiles of {_name(self.frame)} failed on "
+            f"{self.dimension} ({self.kind}; sizes {_short(self.values)}): each new size "
+            "compiled a new entry instead of making the dimension dynamic"
+        )
+
+
+def repeated_dimensions(run: RunData) -> list[RepeatedDimension]:
+    """Per process and frame, each (guard kind, source, dimension) that failed as the newest
+    entry's guard in REPEATED_SHAPE_RECOMPILES or more recompiles."""
+    groups: dict[tuple[int, Frame | None, str, str, str | None], RepeatedDimension] = {}
+    for item in run.compiles:
+        if item.result == "recompile_limit" or not item.guards:
+            continue
+        guard = item.guards[0]
+        if guard.kind not in _SHAPE_KINDS:
+            continue
+        source = guard.source or condition_text(guard.raw)[:120] or guard.kind
+        index = _dim_index(guard)
+        key = (item.pid, item.frame, guard.kind, source, index)
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = RepeatedDimension(item.pid, item.frame, guard.kind, source, index)
+        group.compiles.append(item)
+    return [g for g in groups.values() if len(g.compiles) >= REPEATED_SHAPE_RECOMPILES]
+
+
+def repeated_dimension_fix(found: RepeatedDimension) -> str:
+    index = found.index if found.index is not None else "DIM"
+    return (
+        f"Make the dimension dynamic: torch._dynamo.mark_dynamic(tensor, {index}) on the input "
+        f"behind `{found.source}` before the first call; or turn automatic dynamic shapes back on "
+        "(torch._dynamo.config.automatic_dynamic_shapes = True, the default, and no "
+        "torch.compile(dynamic=False)), so the second size makes it dynamic; or, if only a few "
+        "sizes occur, warm each of them before traffic. Raising "
+        "torch._dynamo.config.recompile_limit only hides it: every new size still compiles."
+    )
+
+
+def cache_entries(run: RunData, frame: Frame | None, pid: int | None = None) -> int | None:
+    """Entries the frame holds: the recorder's count at exit (or the last seen), else (a
+    TORCH_TRACE log) the most torch's compilation_metrics.cache_size implies: the entries before
+    a compile, plus the one a successful compile adds."""
+    if frame is None:
+        return None
+    counted = run.cache_entries().get(frame)
+    implied = [
+        (item.cache_size + (1 if item.result == "ok" else 0))
+        for item in run.compiles
+        if item.frame == frame and item.cache_size is not None and (pid is None or item.pid == pid)
+    ]
+    return counted if counted is not None else (max(implied) if implied else None)
+
+
+def limited_frames(run: RunData) -> set[tuple[int, Frame | None]]:
+    """(process, frame) pairs that hit the recompile limit: recompile-limit's findings."""
+    found = {(c.pid, c.frame) for c in run.compiles if c.result == "recompile_limit"}
+    for event in run.of("recompile_limit"):
+        found.add((event.pid, Frame.from_event(event.data.get("frame"))))
+    return found
+
+
+# --- the analyzer ------------------------------------------------------------------------------
+
+
+def analyze(trace: Trace) -> list[Finding]:
+    recorded = trace.manifest.get("format") == "diag-trace"
+    findings: list[Finding] = []
+    for run in trace.subject_runs:
+        findings.extend(_analyze_run(run, recorded))
+    return findings
+
+
+def _analyze_run(run: RunData, recorded: bool) -> list[Finding]:
+    if not run.compiles:
+        return []
+    limited = limited_frames(run)
+    labels = run_labels(run)
+    clock = _Clock(run, recorded)
+    findings: list[Finding] = []
+    covered: dict[int, str] = {}  # id(compile) -> the finding that reports it
+    for found in repeated_dimensions(run):
+        for item in found.compiles:
+            covered[id(item)] = "the repeated-dimension finding"
+        if (found.pid, found.frame) in limited:
+            continue  # recompile-limit's finding carries it as evidence
+        findings.append(_repeated_finding(run, found, labels, clock))
+    from .guard_churn import churn_compiles  # guard-churn's own rule for what it reports
+
+    for compile_key, source in churn_compiles(run).items():
+        covered.setdefault(compile_key, f"guard-churn (`{source}`)")
+    for pid in sorted({c.pid for c in run.compiles}):
+        if steps_known(run, pid):
+            continue
+        compiles = [c for c in run.compiles if c.pid == pid and c.result != "recompile_limit"]
+        by_frame: dict[Frame | None, list[Compile]] = {}
+        for item in compiles:
+            by_frame.setdefault(item.frame, []).append(item)
+        warm = warmup_known(run, pid)
+        for frame, items in by_frame.items():
+            if (pid, frame) in limited:
+                continue
+            after = [c for c in items if warm and c.phase != "warmup" and id(c) not in covered]
+            if after or any(c.guards and id(c) not in covered for c in items):
+                findings.append(
+                    _frame_finding(run, pid, frame, items, covered, labels, clock, warm)
+                )
+        if compiles:
+            findings.append(_summary_finding(run, pid, by_frame, limited, labels, clock, warm))
+    return findings
+
+
+# --- a dimension that never generalises ---------------------------------------------------------
+
+
+def _repeated_finding(
+    run: RunData, found: RepeatedDimension, labels: dict[Frame | None, str], clock: _Clock
+) -> Finding:
+    label = labels.get(found.frame, _name(found.frame))
+    first, last = found.compiles[0], found.compiles[-1]
+    seconds = sum(c.duration_s or 0.0 for c in found.compiles)
+    evidence = [
+        found.sentence(),
+        "automatic dynamic shapes did not make it dynamic: it is off "
+        "(torch._dynamo.config.automatic_dynamic_shapes = False, or torch.compile(dynamic=False)),"
+        " or the dimension is marked static",
+        f"from compile {first.compile_id} at {clock.since(first)} to compile {last.compile_id} "
+        f"at {clock.since(last)} {clock.origin}; {_secs(seconds)} of compile in these recompiles",
+    ]
+    entries = cache_entries(run, found.frame, found.pid)
+    if entries is not None:
+        line = f"{label} holds {entries} cache entries"
+        if entries > DEFAULT_LIMIT:
+            line += (
+                f", more than torch's default recompile limit ({DEFAULT_LIMIT}) and no limit was "
+                "hit: this run raised torch._dynamo.config.recompile_limit (with the default, "
+                "every further size would have run eagerly)"
+            )
+        evidence.append(line)
+    evidence.extend(_compile_line(c, clock) for c in found.compiles[:_MAX_LINES])
+    if len(found.compiles) > _MAX_LINES:
+        evidence.append(f"... and {len(found.compiles) - _MAX_LINES} more")
+    live = [c for c in found.compiles if c.live]
+    if live:
+        evidence.append(f"{len(live)} of them ran during live requests (see live-compile)")
+    elif not steps_known(run, found.pid):
+        evidence.append(_unknown_sentence(clock))
+    evidence.extend(_tag_lines(run, found.pid))
+    index = found.index if found.index is not None else ""
+    return Finding(
+        id=f"{ANALYZER}:{label}:{found.source}:{index}{_id_suffix(run, found.pid)}",
+        analyzer=ANALYZER,
+        severity="warning",
+        title=(
+            f"{label} recompiled {len(found.compiles)} times on {found.dimension} and never "
+            f"generalised (sizes {_short(found.values)})"
+        ),
+        evidence=evidence,
+        fix=repeated_dimension_fix(found),
+        location=_location(found.frame),
+        run=run.label,
+        data={
+            "frame": _name(found.frame),
+            "file": found.frame.file if found.frame else None,
+            "line": found.frame.line if found.frame else None,
+            "kind": found.kind,
+            "source": found.source,
+            "index": found.index,
+            "values": found.values,
+            "compile_ids": [c.compile_id for c in found.compiles],
+            "cache_entries": entries,
+            "live": len(live),
+        },
+    )
+
+
+# --- no steps known: each frame's compiles -------------------------------------------------------
+
+
+def _frame_finding(
+    run: RunData,
+    pid: int,
+    frame: Frame | None,
+    items: list[Compile],
+    covered: dict[int, str],
+    labels: dict[Frame | None, str],
+    clock: _Clock,
+    warm: bool,
+) -> Finding:
+    label = labels.get(frame, _name(frame))
+    recompiles = [c for c in items if c.guards]
+    after = [c for c in items if warm and c.phase != "warmup" and id(c) not in covered]
+    own = after or [c for c in recompiles if id(c) not in covered]
+    last = own[-1]
+    guard = last.guards[0] if last.guards else None
+    verb = "recompiled" if guard is not None else "compiled"
+    if after:
+        title = (
+            f"{label} {verb} after the warmup phase, outside any request "
+            f"({len(after)} compile(s), the last at {clock.since(last)} {clock.origin})"
+        )
+    else:
+        title = (
+            f"{label} recompiled {len(recompiles)} time(s) with no steps known; "
+            f"the last at {clock.since(last)} {clock.origin}"
+        )
+    if guard is not None:
+        title += f": {_guard_short(guard)}"
+    evidence = [
+        f"{label}: {len(items)} compile(s), {len(recompiles)} recompile(s), "
+        f"{_secs(sum(c.duration_s or 0.0 for c in items))} of compile",
+        _unknown_sentence(clock, warm),
+    ]
+    previous: Compile | None = None
+    for item in items[:_MAX_LINES]:
+        line = _compile_line(item, clock, previous)
+        if warm:
+            line += " [warmup phase]" if item.phase == "warmup" else " [after the warmup phase]"
+        if id(item) in covered and item.guards:
+            line += f" (reported by {covered[id(item)]})"
+        evidence.append(line)
+        previous = item
+    if len(items) > _MAX_LINES:
+        evidence.append(f"... and {len(items) - _MAX_LINES} more compile(s)")
+    entries = cache_entries(run, frame, pid)
+    if entries is not None:
+        evidence.append(f"{label} holds {entries} cache entries")
+    evidence.extend(_tag_lines(run, pid))
+    if guard is None:
+        what = "call it in the warmup phase with the inputs traffic sends"
+    elif guard.kind in _SHAPE_KINDS:
+        what = (
+            f"warm that shape before traffic, or mark the dimension dynamic "
+            f"(torch._dynamo.mark_dynamic on the input behind `{guard.source or 'it'}`)"
+        )
+    else:
+        what = "warm that input before traffic, or keep the guarded value the same for every call"
+    return Finding(
+        id=f"{ANALYZER}:{label}{_id_suffix(run, pid)}",
+        analyzer=ANALYZER,
+        severity="warning" if after else "info",
+        title=title,
+        evidence=evidence,
+        fix=(
+            f"If a compile after the first compiles came from traffic (the last one at "
+            f"{clock.since(last)}), {what}. So that diag can tell warmup from live, {HOW_TO_MARK}."
+        ),
+        location=_location(frame),
+        run=run.label,
+        data={
+            "frame": _name(frame),
+            "file": frame.file if frame else None,
+            "line": frame.line if frame else None,
+            "compiles": [_compile_data(c, clock) for c in items],
+            "steps_known": False,
+        },
+    )
+
+
+def _summary_finding(
+    run: RunData,
+    pid: int,
+    by_frame: dict[Frame | None, list[Compile]],
+    limited: set[tuple[int, Frame | None]],
+    labels: dict[Frame | None, str],
+    clock: _Clock,
+    warm: bool,
+) -> Finding:
+    compiles = [c for items in by_frame.values() for c in items]
+    recompiles = sum(1 for c in compiles if c.guards)
+    evidence = [_unknown_sentence(clock, warm)]
+    for frame, items in list(by_frame.items())[:_MAX_LINES]:
+        label = labels.get(frame, _name(frame))
+        times = ", ".join(clock.since(c) for c in items[:6]) + (", ..." if len(items) > 6 else "")
+        line = (
+            f"{label}: {len(items)} compile(s) at {times} {clock.origin} "
+            f"({_secs(sum(c.duration_s or 0.0 for c in items))} of compile)"
+        )
+        if (pid, frame) in limited:
+            line += "; hit the recompile limit (see recompile-limit)"
+        evidence.append(line)
+    if len(by_frame) > _MAX_LINES:
+        evidence.append(f"... and {len(by_frame) - _MAX_LINES} more code object(s)")
+    evidence.extend(_tag_lines(run, pid))
+    return Finding(
+        id=f"{ANALYZER}:no-steps{_id_suffix(run, pid)}",
+        analyzer=ANALYZER,
+        severity="info",
+        title=(
+            f"{len(compiles)} compile(s) of {len(by_frame)} code object(s), {recompiles} "
+            "recompile(s), with no steps or requests known: "
+            + (
+                "diag knows the warmup phase but not which request a later compile stalled"
+                if warm
+                else "diag cannot tell warmup from live"
+            )
+        ),
+        evidence=evidence,
+        fix=f"So that diag can judge compiles by phase, {HOW_TO_MARK}."
+        + (
+            ""
+            if clock.recorded
+            else " A TORCH_TRACE log never carries steps: record the program with "
+            "`diag record` for them."
+        ),
+        run=run.label,
+        data={
+            "compiles": len(compiles),
+            "recompiles": recompiles,
+            "frames": [
+                {
+                    "frame": _name(frame),
+                    "file": frame.file if frame else None,
+                    "line": frame.line if frame else None,
+                    "compiles": len(items),
+                }
+                for frame, items in by_frame.items()
+            ],
+            "steps_known": False,
+        },
+    )
+
+
+# --- times and text -----------------------------------------------------------------------------
+
+
+class _Clock:
+    """Times since the program started: the process's start on the event clock for a
+    recording; for a TORCH_TRACE log, which has no process start, the first compile's start."""
+
+    def __init__(self, run: RunData, recorded: bool) -> None:
+        self.recorded = recorded
+        self.origin = "after the program started" if recorded else "after the log's first compile"
+        firsts: dict[int, int] = {}
+        for item in run.compiles:
+            start = _start(item)
+            firsts[item.pid] = min(start, firsts.get(item.pid, start))
+        processes: dict[int, Process] = {p.pid: p for p in run.processes}
+        self.zero: dict[int, int] = {}
+        for pid, first in firsts.items():
+            process = processes.get(pid)
+            begun = process.start_t if process is not None else 0
+            self.zero[pid] = begun if recorded and 0 < begun <= first else first
+
+    def since(self, item: Compile) -> str:
+        elapsed = max(0, _start(item) - self.zero.get(item.pid, _start(item))) / 1e9
+        return _secs(elapsed) if elapsed > 0 else "0 s"
+
+
+def _start(item: Compile) -> int:
+    if item.start_t is not None:
+        return item.start_t
+    return item.t - int((item.duration_s or 0.0) * 1e9)
+
+
+def _unknown_sentence(clock: _Clock, warm: bool = False) -> str:
+    if warm:
+        return (
+            "diag identified a warmup phase in this process but no requests or steps, so a "
+            "compile after the warmup phase is placed in time only, not in a request"
+        )
+    if clock.recorded:
+        return (
+            "diag could not identify steps, requests or a warmup phase in this process (no "
+            "adapter knew the program), so it cannot tell whether these compiles ran in warmup "
+            "or during traffic"
+        )
+    return (
+        "a TORCH_TRACE log has no steps, requests or warmup phase, so diag cannot tell whether "
+        "these compiles ran in warmup or during traffic"
+    )
+
+
+def _compile_line(item: Compile, clock: _Clock, previous: Compile | None = None) -> str:
+    line = f"compile {item.compile_id} at {clock.since(item)} {clock.origin}"
+    if previous is not None:
+        gap = (_start(item) - previous.t) / 1e9
+        if gap > 0:
+            line += f", {_secs(gap)} after the frame's previous compile ended"
+    line += f" (took {_secs(item.duration_s or 0.0)})"
+    if item.result != "ok":
+        line += f", result {item.result}"
+    if not item.guards:
+        return line + ": first compile of the frame"
+    line += f": failing guard (newest entry): {_guard_long(item.guards[0])}"
+    older = len(item.guards) - 1
+    if older:
+        line += f"; {older} older {'entry' if older == 1 else 'entries'} rejected the call too"
+    return line
+
+
+def _compile_data(item: Compile, clock: _Clock) -> dict[str, object]:
+    return {
+        "compile_id": item.compile_id,
+        "since_start": clock.since(item),
+        "duration_s": item.duration_s,
+        "result": item.result,
+        "guards": [
+            {"kind": g.kind, "source": g.source, "expected": g.expected, "actual": g.actual}
+            for g in item.guards
+        ],
+    }
+
+
+def _dim_index(guard: Guard) -> str | None:
+    match = _AT_INDEX.search(guard.raw.split("\n", 1)[0])
+    if match is None:
+        match = _SYM_INDEX.search(condition_text(guard.raw))
+    return match.group(1) if match else None
+
+
+def _name(frame: Frame | None) -> str:
+    return frame.name if frame is not None else "<unknown frame>"
+
+
+def _location(frame: Frame | None) -> str | None:
+    return frame.location if frame is not None else None
+
+
+def _guard_text(guard: Guard) -> str:
+    return condition_text(guard.raw)[:200] or guard.kind
+
+
+def _guard_short(guard: Guard) -> str:
+    return _guard_text(guard)
+
+
+def _guard_long(guard: Guard) -> str:
+    return guard.describe(_guard_text(guard))
+
+
+def _short(values: list[str]) -> str:
+    shown = values if len(values) <= 8 else [*values[:4], "...", *values[-2:]]
+    return ", ".join(shown)
