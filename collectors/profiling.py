@@ -42,6 +42,7 @@ class ProfilerWindows:
         self._seen_shapes: set[tuple[int, ...]] = set()
         self._steady_done = False
         self._steady_window: str | None = None
+        self._steady_left = spec.steady  # steady steps still to profile
         self._fallback_reported: set[tuple[str, str, int]] = set()
         self.windows = 0
 
@@ -67,8 +68,10 @@ class ProfilerWindows:
     def on_request_end(self, tracker: StepTracker) -> None:
         """A window never outlives its request: what follows the last step (a VAE decode, a
         video save, the next request's new-shape compile) is no step of the window."""
-        if self.active and self._window_steps == 0 and self._window == self._steady_window:
-            # The request ended before the steady window's first step: a later one gets it.
+        if self.active and self._window == self._steady_window and self._steps_left > 0:
+            # The request ended before the steady window had its N steps: the next live
+            # request long enough profiles the rest from its own step 2, in a window of its own.
+            self._steady_left = self._steps_left
             self._steady_done = False
         self._stop()
 
@@ -86,7 +89,7 @@ class ProfilerWindows:
         # The steady window starts at the third step of a live request (step index 2).
         if tracker.next_step == 2:
             self._steady_done = True
-            self._start(f"{tracker.request_id}-s2-steady", steps=self.spec.steady)
+            self._start(f"{tracker.request_id}-s2-steady", steps=self._steady_left)
             self._steady_window = self._window
 
     # -- the profiler -----------------------------------------------------------------------------

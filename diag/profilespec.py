@@ -16,7 +16,9 @@ class ProfileSpecError(ValueError):
 class ProfileSpec:
     """Which live steps to profile. Grammar: `none`, `default`, or a comma list of
     `new-shapes` (the first live step of each shape not profiled yet), `steady:N` (N steps from
-    the third step of the first live request long enough), `all` (every live step),
+    the third step of the first live request long enough; a window closes with its request, so
+    when a request ends first the next live requests profile the rest from their own third
+    step), `all` (every live step),
     `request:ID` (every step of request ID)."""
 
     new_shapes: bool = False
