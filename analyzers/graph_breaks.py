@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 
 from diag.findings import Finding
+from diag.frames import label as frame_label
 from diag.run import Compile, Event, RunData, Trace
 
 ANALYZER = "graph-breaks"
@@ -131,7 +132,7 @@ def _frame_of(run: RunData, event: Event) -> str:
         None,
     )
     if found is not None and found.frame is not None:
-        return found.frame.name
+        return frame_label(run, found.frame)
     return f"compile {compile_id}" if compile_id else "<unknown frame>"
 
 
