@@ -25,6 +25,7 @@ REGISTRY: dict[str, str] = {
     "graph-breaks": "graph_breaks",
     "dynamic-shapes": "dynamic_shapes",
     "compile-time": "compile_time",
+    "trace-boundary": "trace_boundary",
     "warmup-hygiene": "hygiene",
     "magi-compile": "magi",
     "kernel-routing": "kernel_routing",

@@ -143,6 +143,9 @@ class Session:
         self.profiler = self.guarded("profiling", profiling.ProfilerWindows.install, self)
         self.shapes = self.guarded("shapes", shapes.ShapeCollector.install, self)
         self.guarded("compile_timing", compile_timing.CompileTiming.install, self)
+        from .trace_boundary import TraceBoundary
+
+        self.guarded("trace_boundary", TraceBoundary.install, self)
         self.steps = steps.StepTracker(self)
         self.guarded("hygiene", hygiene.install, self)
         from . import crash
