@@ -507,11 +507,13 @@ def _step0(run: RunData, compiles: list[_Compile]) -> list[Finding]:
             f"{format_seconds(steady)} (median of steps 1..{len(steps) - 1})",
             *lines,
         ]
+        compiled_live = any("fast path" in cause for cause in causes)
         findings.append(
             Finding(
                 id=f"{ANALYZER}:step0:{request.request_id}{id_suffix(run, request.pid)}",
                 analyzer=ANALYZER,
-                severity="info",
+                # A compile in live traffic is cold start a user pays; the rest is first-use cost.
+                severity="warning" if compiled_live else "info",
                 title=f"Step 0 at the new shape {finding_shape} under magi took "
                 f"{format_seconds(extra)} more than steady: "
                 + (", ".join(causes) if causes else "cause unknown"),
@@ -598,6 +600,8 @@ def _summary(run: RunData, compiles: list[_Compile], cwd: str | None) -> Finding
     if not ok and compiles:
         return None  # every compile failed: the failure findings say all there is
     config = _config(states[0]) if states else {}
+    if not compiles:
+        return _not_magi_compiled(run, states, config, cwd)
     by_name = Counter(c.name for c in ok)
     total = sum(c.duration_s for c in ok)
     cold = [c for c in ok if _cache(c) == "cold"]
@@ -686,6 +690,42 @@ def _summary(run: RunData, compiles: list[_Compile], cwd: str | None) -> Finding
             "cached": len(hit),
             "guard_checks": len(checks),
         },
+    )
+
+
+def _not_magi_compiled(
+    run: RunData, states: list[Event], config: dict[str, object], cwd: str | None
+) -> Finding:
+    """Targets were called but magi compiled none itself: compile_mode TORCH_COMPILE (plain
+    torch.compile underneath, whose compiles the other analyzers report) or no compile yet."""
+    mode = config.get("compile_mode")
+    names = sorted({str(e.data.get("name")) for e in states})
+    dynamo = [c for c in run.compiles if c.frame is not None and c.frame.name in names]
+    evidence = [
+        f"{len(states)} magi target(s) called ({', '.join(names)}), compile mode {mode}, "
+        f"backend {config.get('backend')}",
+        f"declared dynamic_arg_dims: {_dims(states[0])}",
+    ]
+    if mode == "TORCH_COMPILE":
+        evidence.append(
+            "in this mode magi hands each target to torch.compile(dynamic=True, fullgraph=True) "
+            f"and keeps Dynamo's guards: {len(dynamo)} Dynamo compile(s) of these targets, "
+            "reported with their guards by the compile analyzers"
+        )
+        title = f"magi runs in TORCH_COMPILE mode: {len(dynamo)} Dynamo compile(s), guards kept"
+    else:
+        title = f"magi targets were called ({mode}) but magi compiled none of them"
+        evidence.append("no magi compile was recorded in this run")
+    return Finding(
+        id=f"{ANALYZER}:summary{id_suffix(run, None)}",
+        analyzer=ANALYZER,
+        severity="info",
+        title=title,
+        evidence=evidence,
+        fix="Nothing to fix.",
+        location=_target_location(states[0], cwd),
+        run=run.label,
+        data={"compiles": 0, "targets": names, "mode": mode, "dynamo_compiles": len(dynamo)},
     )
 
 

@@ -5,11 +5,11 @@
 # wheels in .whl/ (depyf, pydantic, pydantic-core, pydantic-settings, annotated-types,
 # typing-inspection, python-dotenv, graphviz, astor, dill, msgspec, importlib-metadata,
 # diffusers, and diag's own wheel built from the commit under test).
-#   bash bench/magi_session.sh OUT [magi|cudagraph]...
+#   bash bench/magi_session.sh OUT [magi|sizes|torchmode|cudagraph]...
 # Each recording is written to /tmp/traces/NAME with its log NAME.log; they come back as
 # OUT/traces.tgz.part-* (15 MB parts), with OUT/summary.txt (versions, exit codes, times).
 set -u
-out=${1:?usage: magi_session.sh OUT [magi|cudagraph]...}; shift
+out=${1:?usage: magi_session.sh OUT [magi|sizes|torchmode|cudagraph]...}; shift
 parts=${*:-magi}
 repo=$(pwd)
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
@@ -45,6 +45,19 @@ for part in $parts; do
       record magi-clean -- "${fixture[@]}" --compiler magi  # warm: magi's cache is filled
       record magi-off -- "${fixture[@]}"
       record torch-inductor -- "${fixture[@]}" --compile --backend inductor
+      ;;
+    sizes)
+      # A compile_sizes entry met first in a live request (r1's tokens, or its height or width
+      # in patches, whichever magi keys the size on): magi compiles it on its fast path.
+      export MAGI_COMPILE_CACHE_ROOT_DIR=$traces/magi-cache
+      (export MAGI_COMPILE_COMPILE_SIZES='[12800, 40, 80]'
+       record magi-compile-sizes -- "${fixture[@]}" --compiler magi --requests 4x48x96,4x80x160)
+      ;;
+    torchmode)
+      # magi's compile_mode TORCH_COMPILE: plain torch.compile underneath, guards and recompiles.
+      export MAGI_COMPILE_CACHE_ROOT_DIR=$traces/magi-cache
+      (export MAGI_COMPILE_COMPILE_MODE=TORCH_COMPILE
+       record magi-torch-mode -- "${fixture[@]}" --compiler magi --plant unwarmed-shape)
       ;;
     cudagraph)
       record record-cudagraph-overwrite -- python3 \

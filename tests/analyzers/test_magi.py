@@ -120,6 +120,30 @@ def test_boundary_op_that_no_longer_runs_under_magi_is_a_warning() -> None:
     assert re.search(r"cudnn|sdpa|flash", _text(finding))  # the attention kernels, by name
 
 
+def test_compile_sizes_entry_compiled_live_is_the_step0_cause() -> None:
+    """compile_sizes [12800, 40, 80] and a live request at 4x80x160 (magi-compile-sizes): magi
+    compiles that size on its fast path in live r1 step 0, which Dynamo never sees."""
+    trace = _trace("magi-compile-sizes")
+    [finding] = [f for f in analyze(trace) if ":step0:" in f.id]
+    assert finding.id == "magi-compile:step0:r1"
+    assert finding.severity == "warning"
+    assert "4 compile(s) on magi's fast path" in finding.title
+    assert "compile_sizes [12800, 40, 80]" in _text(finding)
+    assert finding.data["step0_s"] > 100 * finding.data["steady_s"]
+    run = trace.compiled
+    assert run is not None
+    assert not [c for c in run.compiles if c.live]  # Dynamo compiled nothing live
+
+
+def test_torch_compile_mode_is_said_and_left_to_the_compile_analyzers() -> None:
+    trace = _trace("magi-torch-mode")
+    [summary] = analyze(trace)
+    assert summary.id == "magi-compile:summary" and summary.severity == "info"
+    assert summary.title.startswith("magi runs in TORCH_COMPILE mode")
+    assert summary.data["dynamo_compiles"] >= 1
+    assert _loud(run_analyzers(trace)) == []
+
+
 def test_no_step0_finding_without_a_magi_cause() -> None:
     """A live request at a new width under magi (magi-newshape): nothing magi-specific happened
     in its step 0, so magi-compile adds no step-0 finding."""
