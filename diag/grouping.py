@@ -8,8 +8,11 @@ finding's `group` is its headline's id, the headline's `related` lists them.
 
 Which belong together: findings of the same run and process that name the same compile
 (`data.compile_ids`), and, under a guard-churn or recompile-limit headline, a cache-bloat of
-the same frame (the entries the churn left). The headline is the most causal analyzer present
-(HEADLINE_ORDER); INFO findings are context and never grouped; a finding joins one group only.
+the same frame (the entries the churn left). A recompile that live-compile explains by another
+guard than the churned one (an unwarmed width recompiles on a size guard, and the churned
+config guard fails beside it) is not the churn's: it heads its own group. The headline is the
+most causal analyzer present (HEADLINE_ORDER); INFO findings are context and never grouped; a
+finding joins one group only.
 """
 
 from __future__ import annotations
@@ -48,10 +51,14 @@ def group_findings(findings: list[Finding]) -> list[Finding]:
     for head in candidates:
         if head.id in taken:
             continue
+        compiles = _caused(head, candidates)
         members = [
             f.id
             for f in candidates
-            if f is not head and f.id not in taken and f.id not in groups and _echoes(head, f)
+            if f is not head
+            and f.id not in taken
+            and f.id not in groups
+            and _echoes(head, f, compiles)
         ]
         if members:
             groups[head.id] = members
@@ -70,11 +77,30 @@ def group_findings(findings: list[Finding]) -> list[Finding]:
     ]
 
 
-def _echoes(head: Finding, other: Finding) -> bool:
-    """Whether `other` reports a consequence of what `head` reports."""
+def _caused(head: Finding, findings: list[Finding]) -> set[str]:
+    """The compiles `head` is the cause of. A churned guard fails in every recompile of its
+    frame, beside whatever else changed: a recompile that live-compile explains by another
+    guard (a width warmup never served) has a root cause of its own."""
+    compiles = _compiles(head)
+    source = head.data.get("source")
+    if head.analyzer != "guard-churn" or not source:
+        return compiles
+    for other in findings:
+        guards = other.data.get("guards")
+        if other.analyzer != "live-compile" or not isinstance(guards, list):
+            continue
+        sources = {g.get("source") for g in guards if isinstance(g, dict)}
+        if sources and source not in sources and _process(other) == _process(head):
+            compiles -= _compiles(other)
+    return compiles
+
+
+def _echoes(head: Finding, other: Finding, compiles: set[str]) -> bool:
+    """Whether `other` reports a consequence of what `head` reports (`compiles`: those it
+    caused)."""
     if head.run != other.run or _process(head) != _process(other):
         return False
-    if _compiles(head) & _compiles(other):
+    if compiles & _compiles(other):
         return True
     return (
         head.analyzer in _FRAME_HEADLINES

@@ -81,3 +81,39 @@ def test_processes_info_and_regrouping() -> None:
     assert [f.group for f in grouped] == [None, "live-compile:f:r1", None, None, None]
     assert group_findings(grouped) == grouped
     assert group_findings(findings[2:]) == findings[2:]
+
+
+def test_a_recompile_with_a_cause_of_its_own_heads_its_own_group() -> None:
+    """As in `diag demo` (guard-churn, unwarmed-shape and routing planted): r1's recompile
+    fails the churned config guard and a width warmup never served; live-compile explains it
+    by the size guard, so it and its step-0 spike are a second group, not the churn's."""
+
+    def guards(source: str) -> list[dict[str, str]]:
+        return [{"source": source, "kind": "?"}]
+
+    churn = _finding(
+        "guard-churn:f:block.state.config",
+        "guard-churn",
+        "error",
+        frame="f",
+        source="block.state.config",
+        compile_ids=["0/2", "0/3"],
+    )
+    r0 = _finding(
+        "live-compile:f:r0",
+        "live-compile",
+        "error",
+        compile_ids=["0/2"],
+        guards=guards("block.state.config"),
+    )
+    r1 = _finding(
+        "live-compile:f:r1", "live-compile", "error", compile_ids=["0/3"], guards=guards("freqs_w")
+    )
+    spikes = [
+        _finding(f"step0-spike:{rid}", "step0-spike", compile_ids=[cid])
+        for rid, cid in (("r0", "0/2"), ("r1", "0/3"))
+    ]
+    grouped = {f.id: f for f in group_findings([churn, r0, r1, *spikes])}
+    assert grouped[churn.id].related == ["live-compile:f:r0", "step0-spike:r0"]
+    assert grouped["live-compile:f:r1"].related == ["step0-spike:r1"]
+    assert grouped["live-compile:f:r1"].group is None
