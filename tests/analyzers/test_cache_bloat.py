@@ -4,13 +4,18 @@ clean run's 2 entries for 2 shapes are not bloat."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from diag.analyzers import get_analyzer
 from diag.analyzers.cache_bloat import analyze
 from diag.fixtures.ground_truth import BLOCK_FILE, BLOCK_FRAME, GUIDER_FRAME, expectation
 from diag.run import Trace
+from diag.torchtrace import load_torch_trace
 
 RecordFixture = Callable[..., Trace]
 
@@ -66,3 +71,53 @@ def test_clean_run_is_not_bloated(record_fixture: RecordFixture) -> None:
     assert compiled is not None
     assert list(compiled.cache_entries().values()) == [2]
     assert analyze(trace) == []
+
+
+PASS_NAMES = """
+import torch
+
+torch._dynamo.config.recompile_limit = 16
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mode = "p0"
+
+    def forward(self, x):
+        return x * 2 if self.mode == "p0" else x + len(self.mode)
+
+
+block = torch.compile(Block(), backend="aot_eager")
+x = torch.randn(4)
+for i in range(10):
+    block.mode = f"p{i}"
+    block(x)
+print("ok")
+"""
+
+
+def test_entries_from_compilation_metrics(tmp_path: Path) -> None:
+    """A TORCH_TRACE log has no entry counts of diag's: they come from compilation_metrics'
+    cache_size. A string guard compiled 10 entries with the limit raised to 16: past the
+    default limit, and no hit."""
+    program = tmp_path / "app.py"
+    program.write_text(PASS_NAMES, encoding="utf-8")
+    env = {**os.environ, "TORCH_TRACE": str(tmp_path / "log")}
+    done = subprocess.run(
+        [sys.executable, str(program)], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    trace = load_torch_trace(tmp_path / "log")
+    assert trace.compiled is not None and trace.compiled.cache_entries() == {}
+    [finding] = analyze(trace)
+    assert finding.severity == "warning"
+    assert finding.data["entries"] == 10
+    assert finding.title == (
+        "forward holds 10 cache entries (no request shapes known): past the default recompile "
+        "limit, which this run raised"
+    )
+    assert finding.evidence[0].startswith("forward holds at least 10 cache entries (torch's ")
+    assert any(
+        "this run raised torch._dynamo.config.recompile_limit" in e for e in finding.evidence
+    )
