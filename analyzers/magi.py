@@ -365,8 +365,26 @@ def _boundary(trace: Trace, run: RunData, compiles: list[_Compile]) -> list[Find
                 continue  # eager never ran this op here: nothing to hold magi to
             finding = _boundary_finding(run, region, op, mine, base)
             if finding is not None:
-                findings.append(finding)
+                findings.append(_with_region_kernels(trace, finding, region))
     return findings
+
+
+def _with_region_kernels(trace: Trace, finding: Finding, region: str) -> Finding:
+    """Add what ran in the region under magi and not in eager (what took the op's place)."""
+    from dataclasses import replace
+
+    from diag.regions import compare_regions
+
+    for comparison in compare_regions(trace):
+        if comparison.region != region:
+            continue
+        eager = {k.name for k in comparison.reference}
+        new = [k for k in comparison.compiled if k.name not in eager and k.kind != "copy"]
+        if new:
+            shown = ", ".join(f"{k.name} ({format_seconds(k.total_s)})" for k in new[:4])
+            line = f"in the region, magi ran what eager did not (per step): {shown}"
+            return replace(finding, evidence=[*finding.evidence, line])
+    return finding
 
 
 @dataclass(frozen=True)

@@ -118,6 +118,8 @@ def test_boundary_op_that_no_longer_runs_under_magi_is_a_warning() -> None:
         assert re.search(pattern, _text(finding)), pattern
     assert "is_subgraph_boundary=True" in finding.fix
     assert re.search(r"cudnn|sdpa|flash", _text(finding))  # the attention kernels, by name
+    # What took its place: Inductor's own softmax kernel and GEMMs, in the magi region.
+    assert re.search(r"magi ran what eager did not .*triton_\w*softmax", _text(finding))
 
 
 def test_compile_sizes_entry_compiled_live_is_the_step0_cause() -> None:
