@@ -59,13 +59,18 @@ class RunSummary:
     magi_compiles: int = 0  # magi_compile_end events: diag saw magi's own compiles
     magi_guard_failures: int = 0
     bootstrap_errors: list[str] = field(default_factory=list)
+    #: One per process that served requests: (rank, live requests, live steps, warmup
+    #: requests, warmup steps); the rank is None outside torchrun.
+    served: list[tuple[int | None, int, int, int, int]] = field(default_factory=list)
+    #: Processes that ran no model: a launcher (torchrun's agent, the parent of the ranks) or a
+    #: helper; (pid, what it is).
+    helpers: list[tuple[int, str]] = field(default_factory=list)
 
     def lines(self) -> list[str]:
         adapter = ", ".join(sorted(self.adapters)) or "none (no steps reported)"
         text = [
-            f"run {self.label}: {self.processes} process(es), adapter: {adapter}",
-            f"  {self.requests['live']} live request(s), {self.steps['live']} live step(s); "
-            f"warmup {self.requests['warmup']} request(s), {self.steps['warmup']} step(s)",
+            f"run {self.label}: {self._processes_text()}, adapter: {adapter}",
+            f"  {self._requests_text()}",
             f"  {self.compiles} compile(s); {self._live_compiles_text()}; "
             f"{self.graph_breaks} graph break(s); {self.profile_windows} profile window(s)",
         ]
@@ -80,6 +85,40 @@ class RunSummary:
         if self.collector_errors:
             text.append(f"  {self.collector_errors} collector error(s): see collector_error events")
         text.extend(f"  bootstrap error: {line}" for line in self.bootstrap_errors[:3])
+        return text
+
+    def _processes_text(self) -> str:
+        """`3 process(es): ranks 0 and 1, and torchrun's launcher (pid 3505, the parent of the
+        ranks; it ran no model)`: what each process was, when there are several kinds."""
+        text = f"{self.processes} process(es)"
+        ranks = sorted(r for r, *_ in self.served if r is not None)
+        parts = [f"ranks {_join([str(r) for r in ranks])}"] if len(ranks) > 1 else []
+        parts += [f"{what}; it ran no model)" for pid, what in self.helpers]
+        return text + (": " + ", and ".join(parts) if parts else "")
+
+    def _requests_text(self) -> str:
+        """Requests per rank when every rank served the same (each rank serves every request),
+        else the totals."""
+        counts = {tuple(row[1:]) for row in self.served}
+        ranked = len(self.served) > 1 and all(r is not None for r, *_ in self.served)
+        if ranked and len(counts) == 1:
+            live, live_steps, warm, warm_steps = next(iter(counts))
+            return (
+                f"{live} live request(s), {live_steps} live step(s) on each of "
+                f"{len(self.served)} ranks; warmup {warm} request(s), {warm_steps} step(s) on each"
+            )
+        text = (
+            f"{self.requests['live']} live request(s), {self.steps['live']} live step(s); "
+            f"warmup {self.requests['warmup']} request(s), {self.steps['warmup']} step(s)"
+        )
+        if ranked:
+            text += (
+                " in all ("
+                + ", ".join(
+                    f"rank {r}: {live} live" for r, live, *_ in sorted(self.served, key=_rank_key)
+                )
+                + ")"
+            )
         return text
 
     def _live_compiles_text(self) -> str:
@@ -119,17 +158,43 @@ class RunSummary:
         return []
 
 
+def _join(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _rank_key(row: tuple[int | None, int, int, int, int]) -> int:
+    return row[0] if row[0] is not None else -1
+
+
+def _helper_name(pid: int, argv: object, parent_of_ranks: bool) -> str:
+    """What a process that ran no model was, from its command line."""
+    program = Path(str(argv[0])).name if isinstance(argv, list) and argv else "?"
+    if program == "torchrun" or (
+        isinstance(argv, list) and "torch.distributed.run" in [str(a) for a in argv[:3]]
+    ):
+        return f"torchrun's launcher (pid {pid}" + (
+            ", the parent of the ranks" if parent_of_ranks else ""
+        )
+    return f"a helper process ({program}, pid {pid}"
+
+
 def summarize_run(run_path: Path) -> RunSummary:
     summary = RunSummary(run_path.name)
     errors = run_path / BOOTSTRAP_ERRORS
     if errors.exists():
         summary.bootstrap_errors = errors.read_text(encoding="utf-8", errors="replace").splitlines()
+    starts: dict[int, dict[str, Any]] = {}  # pid -> its process_start
+    idle: list[int] = []  # pids that served no request
     for events_path in sorted(run_path.glob(f"*/{EVENTS_FILE}")):
         summary.processes += 1
+        before = (dict(summary.requests), dict(summary.steps))
+        start: dict[str, Any] = {}
         for event in iter_events(events_path):
             kind = event.get("ev")
             phase = "warmup" if event.get("phase") == "warmup" else "live"
-            if kind == "adapter":
+            if kind == "process_start":
+                start = event
+            elif kind == "adapter":
                 summary.adapters.add(str(event.get("name")))
             elif kind == "request_start":
                 summary.requests[phase] += 1
@@ -156,6 +221,29 @@ def summarize_run(run_path: Path) -> RunSummary:
                 summary.magi_guard_failures += 1
             elif kind == "collector_error":
                 summary.collector_errors += 1
+        pid = start.get("pid")
+        if isinstance(pid, int):
+            starts[pid] = start
+        requests = {k: summary.requests[k] - before[0][k] for k in summary.requests}
+        steps = {k: summary.steps[k] - before[1][k] for k in summary.steps}
+        if any(requests.values()) or any(steps.values()) or not isinstance(pid, int):
+            rank = start.get("rank")
+            summary.served.append(
+                (
+                    rank if isinstance(rank, int) else None,
+                    requests["live"],
+                    steps["live"],
+                    requests["warmup"],
+                    steps["warmup"],
+                )
+            )
+        else:
+            idle.append(pid)
+    parents = {s.get("ppid") for pid, s in starts.items() if pid not in idle}
+    for pid in idle:
+        start = starts[pid]
+        if start.get("rank") is None and (pid in parents or not summary.served):
+            summary.helpers.append((pid, _helper_name(pid, start.get("argv"), pid in parents)))
     return summary
 
 
