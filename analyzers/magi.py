@@ -685,6 +685,12 @@ def _summary(run: RunData, compiles: list[_Compile], cwd: str | None) -> Finding
             "no fast-path call was checked against the captured guards (no guard manager was "
             "captured, or no call followed the compile): guard bypass could not be ruled out"
         )
+    errors = [e for e in run.collector_errors if str(e.get("where", "")).startswith("magi")]
+    evidence.extend(
+        f"diag's magi collector failed in {e.get('where')} ({e.get('error')}): what it records "
+        "from there on is incomplete"
+        for e in errors[:3]
+    )
     dump = ok[0].event.data.get("depyf_dump") if ok else None
     if isinstance(dump, dict):
         evidence.append(f"magi_depyf dump: {dump.get('dir')} ({dump.get('file_count')} files)")

@@ -426,7 +426,11 @@ class MagiCollector:
         if self._will_compile(state):
             return self._compile(original, state, target, args, kwargs)
         if target.compiled:
-            self.session.guarded("magi.guards", self._sample, state, target, args, kwargs)
+            try:
+                self._sample(state, target, args, kwargs)
+            except Exception as exc:  # noqa: BLE001 - one error, then this target goes unchecked
+                target.checks = MAX_CHECKS_PER_TARGET
+                self.session.collector_error("magi.guards", exc)
         counter = self.counter
         before = counter.num_backend_compilations if counter is not None else 0
         started = time.monotonic_ns()
