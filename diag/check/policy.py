@@ -19,7 +19,10 @@ from diag.errors import DiagError
 
 #: The analyzers that fail the check by default. `live-compile` is evaluated by counting live
 #: compiles against `max_recompiles_after_warmup` (rules.py), the others from their findings.
-DEFAULT_FAIL_ON = ("live-compile", "recompile-limit", "guard-churn")
+#: compile-failure and crash are there so that a run whose compile failed and fell back to eager
+#: (`suppress_errors`), or that crashed, never passes: at the default `fail_severity`, only their
+#: errors fail (a stopped-by-hand run is info, a dead thread a warning).
+DEFAULT_FAIL_ON = ("live-compile", "recompile-limit", "guard-churn", "compile-failure", "crash")
 #: torch's default recompile limit is 8: a frame holding 8 entries runs its next variation
 #: eagerly, so 7 is the most a frame may hold by default.
 DEFAULT_MAX_CACHE_ENTRIES = 7

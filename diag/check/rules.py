@@ -140,7 +140,8 @@ def live_compile_rule(trace: Trace, policy: Policy, allow: Allowlist) -> RuleRes
     runs: dict[str, RunData] = {}
     for run in trace.runs.values():
         for item in run.compiles:
-            if not item.live or item.result == "recompile_limit":
+            # A limit hit is recompile-limit's rule, a failed compile compile-failure's.
+            if not item.live or item.result in ("recompile_limit", "failed"):
                 continue
             entry = (
                 allow.match(compiles_subject([item], frame_location(item.frame, cwd)))
@@ -359,7 +360,7 @@ def _finding_violation(finding: Finding, cwd: str | None) -> Violation:
     suffix = run_suffix(finding.run)
     return Violation(
         finding.title + suffix,
-        [*finding.evidence, f"fix: {finding.fix}"],
+        [*finding.evidence, *([f"fix: {finding.fix}"] if finding.fix else [])],
         location=shown_location(finding.location, cwd) if finding.location else None,
         key=finding.id,
     )

@@ -21,7 +21,14 @@ def trace(tmp_path: Path) -> Path:
 def test_defaults_without_any_file(tmp_path: Path) -> None:
     policy = find_policy(None, tmp_path)
     assert policy == Policy()
-    assert policy.fail_on == DEFAULT_FAIL_ON == ("live-compile", "recompile-limit", "guard-churn")
+    assert policy.fail_on == DEFAULT_FAIL_ON
+    assert DEFAULT_FAIL_ON == (
+        "live-compile",
+        "recompile-limit",
+        "guard-churn",
+        "compile-failure",
+        "crash",
+    )
     assert (policy.max_recompiles_after_warmup, policy.max_cache_entries) == (0, 7)
 
 
