@@ -40,8 +40,9 @@ ADAPTER_NAME = "compiled-calls (inferred)"
 _WHERE = "adapter.compiled-calls"
 _SHAPE_NAMES = ("hidden_states", "x", "input", "sample", "latents")
 
-#: Predicates naming compiled targets that another adapter's steps cover (diffusers models).
-_CLAIMED: list[Callable[[Any], bool]] = []
+#: Compiled targets whose calls another adapter makes steps of (diffusers models): a predicate,
+#: and what to call as such a call begins (target, args, kwargs) and ends (target).
+_CLAIMED: list[tuple[Callable[[Any], bool], Callable[..., None], Callable[[Any], None]]] = []
 _FALLBACK: CompiledCalls | None = None
 
 
@@ -49,9 +50,13 @@ _FALLBACK: CompiledCalls | None = None
 _BEFORE_FIRST_CALL: list[Callable[[Any], None]] = []
 
 
-def claim(predicate: Callable[[Any], bool]) -> None:
-    """Another adapter makes its own steps of calls into targets for which `predicate` holds."""
-    _CLAIMED.append(predicate)
+def claim(
+    predicate: Callable[[Any], bool], enter: Callable[..., None], leave: Callable[[Any], None]
+) -> None:
+    """Another adapter makes its own steps of calls into targets for which `predicate` holds:
+    it is told here, outermost (before the profiler's region marker opens), as well as by its
+    own hooks, which then see a nested call."""
+    _CLAIMED.append((predicate, enter, leave))
 
 
 def before_first_call(callback: Callable[[Any], None]) -> None:
@@ -115,7 +120,9 @@ class CompiledCalls:
     def _mark_module(self, target: Any, module: Any) -> Any:
         module.__dict__["_diag_compiled_target"] = getattr(module, "_orig_mod", target)
         _first_call(self.session, module.__dict__["_diag_compiled_target"])
-        module.register_forward_pre_hook(self._compiled_pre)
+        # First in, last out: step and request edges (which start and stop profiler windows)
+        # stay outside the region markers profiling.py puts on the same module.
+        module.register_forward_pre_hook(self._compiled_pre, prepend=True, with_kwargs=True)
         module.register_forward_hook(self._compiled_post, always_call=True)
         return module
 
@@ -134,58 +141,61 @@ class CompiledCalls:
             if first[0]:
                 first[0] = False
                 _first_call(fallback.session, target)
-            entered = fallback.session.guarded(_WHERE, enter, owner, args, kwargs)
+            token = fallback.session.guarded(_WHERE, enter, owner, args, kwargs)
             try:
                 return compiled(*args, **kwargs)
             finally:
-                if entered:
-                    fallback.session.guarded(_WHERE, leave)
+                fallback.session.guarded(_WHERE, leave, token)
 
         _skip_code(self.torch, compiled_call.__code__)
         return functools.update_wrapper(compiled_call, compiled)
 
     # -- calls into compiled code --------------------------------------------------------------
 
-    def _on_compiled_pre(self, module: Any, args: Any) -> None:
-        entered = self._enter(module.__dict__.get("_diag_compiled_target", module), args, {})
-        stack = self._local.__dict__.setdefault("entered", [])
-        stack.append(entered)
+    def _on_compiled_pre(self, module: Any, args: Any, kwargs: Any) -> None:
+        stack = self._local.__dict__.setdefault("tokens", [])
+        stack.append(None)  # first: a failure below still leaves one token for the post hook
+        target = module.__dict__.get("_diag_compiled_target", module)
+        stack[-1] = self._enter(target, args, kwargs)
 
     def _on_compiled_post(self, module: Any, args: Any, output: Any) -> None:
-        stack = self._local.__dict__.get("entered")
-        if stack and stack.pop():
-            self._leave()
+        stack = self._local.__dict__.get("tokens")
+        if stack:
+            self._leave(stack.pop())
 
-    def _enter(self, target: Any, args: Any, kwargs: Any) -> bool:
-        """A call into compiled code begins; True when it opened this fallback's depth count."""
+    def _enter(self, target: Any, args: Any, kwargs: Any) -> Any:
+        """A call into compiled code begins; returns what `_leave` needs (a claimed target's)."""
         local = self._local
         depth = local.__dict__.get("depth", 0)
         local.depth = depth + 1
-        if depth or self.inferred.silent or self.inferred.stepping:
-            return True
-        if self._claimed(target) or not self.inferred.may_step():
-            return True
+        if depth:
+            return None
+        for predicate, enter, leave in _CLAIMED:
+            if predicate(target):
+                enter(target, args, kwargs)
+                return (leave, target)
+        if self.inferred.silent or self.inferred.stepping or not self.inferred.may_step():
+            return None
         module = self._enclosing_module(target)
         if module is not None:  # blocks compiled one by one: the module's call is the step
             self._adopt(module)
             if self.inferred.start(self._shape(args, kwargs)):
                 self._module_step = module
-            return True
+            return None
         if self.inferred.start(self._shape(args, kwargs)):
-            local.step_call = depth + 1
-        return True
+            local.step_call = True
+        return None
 
-    def _leave(self) -> None:
+    def _leave(self, token: Any) -> None:
         local = self._local
-        depth = local.__dict__.get("depth", 1) - 1
+        depth = max(local.__dict__.get("depth", 1) - 1, 0)
         local.depth = depth
+        if token is not None:
+            leave, target = token
+            leave(target)
         if depth == 0 and local.__dict__.get("step_call"):
-            local.step_call = 0
+            local.step_call = False
             self.inferred.end()
-
-    @staticmethod
-    def _claimed(target: Any) -> bool:
-        return any(predicate(target) for predicate in _CLAIMED)
 
     def _shape(self, args: Any, kwargs: Any) -> list[int] | None:
         shape = first_tensor_shape(self.torch, args, kwargs, _SHAPE_NAMES)
@@ -210,7 +220,7 @@ class CompiledCalls:
         if id(module) in self._step_modules:
             return
         self._step_modules[id(module)] = module
-        module.register_forward_pre_hook(self._module_pre)
+        module.register_forward_pre_hook(self._module_pre, prepend=True)
         module.register_forward_hook(self._module_post, always_call=True)
 
     def _on_module_pre(self, module: Any, args: Any) -> None:

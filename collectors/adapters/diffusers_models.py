@@ -84,8 +84,12 @@ class ModelCalls:
 
         setattr(__init__, _WRAPPED, True)
         base.__init__ = __init__  # type: ignore[misc]
-        compiled_calls.claim(lambda target: isinstance(target, base))
+        compiled_calls.claim(self._claims, self._on_pre, self._on_post)
         compiled_calls.before_first_call(self.unhook_reachable)
+
+    def _claims(self, target: Any) -> bool:
+        """Calls into this compiled target are calls of a hooked model (its steps are ours)."""
+        return isinstance(target, self.torch.nn.Module) and target in self._hooks
 
     def hook(self, model: Any) -> None:
         if callable(getattr(model, "encode", None)) and callable(getattr(model, "decode", None)):

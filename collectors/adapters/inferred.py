@@ -167,11 +167,18 @@ def outside_dynamo(torch: Any, body: Callable[..., Any]) -> Callable[..., Any]:
     return shim
 
 
+_SKIPPED: set[Any] = set()
+
+
 def skip_code(torch: Any, code: Any) -> None:
-    """Never let Dynamo take `code` as a frame to compile (diag's wrappers around compiled code)."""
+    """Never let Dynamo take `code` as a frame to compile (diag's wrappers around compiled code).
+    Once per code object: the closures made here share theirs."""
+    if code in _SKIPPED:
+        return
     from torch._dynamo.eval_frame import skip_code as dynamo_skip_code
 
     dynamo_skip_code(code)
+    _SKIPPED.add(code)
 
 
 def first_tensor_shape(torch: Any, args: Any, kwargs: Any, names: tuple[str, ...]) -> Any:
