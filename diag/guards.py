@@ -420,6 +420,24 @@ _RULES = (
 )
 
 
+# Dynamo names a module it reaches through a global as `G['__import_a_dot_b']` (or bare
+# `__import_a_dot_b`): torch/_dynamo/symbolic_convert.py import_source writes the module path with
+# each "." as "_dot_". Shown as the program spells it: `a.b`.
+_MANGLED_IMPORT = re.compile(
+    r"""G\[(?P<q>['"])__import_(?P<quoted>\w+)(?P=q)\]|\b__import_(?P<bare>\w+)"""
+)
+
+
+def readable_source(text: str) -> str:
+    """`G['__import_diag_dot_fixtures_dot_distributed'].STATE` -> `diag.fixtures.distributed.STATE`:
+    a guard's source or condition with Dynamo's module aliases written as module paths."""
+    if "__import_" not in text:
+        return text
+    return _MANGLED_IMPORT.sub(
+        lambda m: (m.group("quoted") or m.group("bare")).replace("_dot_", "."), text
+    )
+
+
 _RAW_PREFIX = re.compile(r"^\s*(?:-\s+)?!?[\d/_]+:\s+")
 _RAW_COMMENT = re.compile(r"\s{2,}#")
 
@@ -427,7 +445,8 @@ _RAW_COMMENT = re.compile(r"\s{2,}#")
 def condition_text(raw: str) -> str:
     """A failing guard's own condition, as reports quote it: the raw text without torch's
     compile-id prefix and without the source comment (and user stack) that follow it."""
-    return _RAW_COMMENT.split(_RAW_PREFIX.sub("", raw, count=1), maxsplit=1)[0].strip()
+    text = _RAW_COMMENT.split(_RAW_PREFIX.sub("", raw, count=1), maxsplit=1)[0].strip()
+    return readable_source(text)
 
 
 # --- what a guard's source is, in the program's terms ------------------------------------------

@@ -62,6 +62,14 @@ class Guard(msgspec.Struct, gc=False):
     raw: str = ""
     compile_id: str | None = None
 
+    def __post_init__(self) -> None:
+        # Dynamo's module aliases (`G['__import_a_dot_b']`) read as the module path (`a.b`) in
+        # every title, fix and id; `raw` keeps torch's text.
+        if self.source is not None and "__import_" in self.source:
+            from diag.guards import readable_source
+
+            self.source = readable_source(self.source)
+
     def describe(self, condition: str, located: str = " at ") -> str:
         """`kind on source: condition (expected E, actual A) at file:line`, as reports quote a
         guard; `condition` is the text to show (e.g. diag.guards.condition_text(raw))."""
