@@ -2,9 +2,10 @@
 
 A window's profiler is started before the window's first step begins (at the request start, or
 at the end of the step before), so the profiler's own start-up lands in no measured step; its
-trace is exported after the last step ends, and at the latest when its request ends: a window
-never runs on into what follows a request (a VAE decode, a video save) nor into the next
-request's steps. Steps inside a window are marked `profiled`.
+trace is exported after the last step ends, and at the latest after the request's last step
+(when the adapter declared the step count) or when the request ends: a window never runs on
+into what follows the steps (a VAE decode, a video save) nor into the next request's steps.
+Steps inside a window are marked `profiled`.
 
 Dynamo drops `record_function` inside a compiled frame, so the marker is placed around the
 compiled callable, outside the frame: `diag.region:<function>#<n>` for the n-th call in the
@@ -84,6 +85,10 @@ class ProfilerWindows:
             self._steps_left -= 1
             if self._steps_left <= 0:
                 self._stop()
+            elif tracker.request_steps is not None and tracker.next_step >= tracker.request_steps:
+                # The request's last step (as its adapter declared the count): what follows
+                # (LightX2V's VAE decode and video save, up to 11 s) is no step of the window.
+                self.on_request_end(tracker)
         if self.active or tracker.phase != "live" or self._steady_done or not self.spec.steady:
             return
         # The steady window starts at the third step of a live request (step index 2).

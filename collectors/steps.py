@@ -35,6 +35,7 @@ class StepTracker:
         self.phase = PHASE_LIVE
         self.request_id: str | None = None
         self.request_shape: list[int] | None = None
+        self.request_steps: int | None = None
         self.request_seq = 0
         self.step_index: int | None = None
         self.next_step = 0
@@ -83,6 +84,7 @@ class StepTracker:
             request_id or f"{'w' if self.phase == PHASE_WARMUP else 'r'}{self.request_seq}"
         )
         self.request_shape = shape
+        self.request_steps = steps  # as the adapter declared it; None when unknown
         self.next_step = 0
         self.session.emit(
             "request_start", request_id=self.request_id, phase=self.phase, shape=shape, steps=steps

@@ -58,6 +58,11 @@ def test_windows_close_with_their_request(short_requests: Path) -> None:
     }
     ends = {e["window"]: e["steps"] for e in of("profile_window_end", evs)}
     assert set(ends.values()) == {1}
+    # The service declares each request's step count: a window closes after the last step,
+    # before the request's own end (where LightX2V decodes and saves the video).
+    request_end = {e["request_id"]: e["t"] for e in of("request_end", evs)}
+    for end in of("profile_window_end", evs):
+        assert end["t"] < request_end[end["window"].split("-")[0]], end["window"]
     profiled = [(e["request_id"], e["step"]) for e in of("step_end", evs) if e["profiled"]]
     assert profiled == [("r0", 0), ("r0", 2), ("r1", 0), ("r1", 2)]
     assert all(isinstance(e["cpu_s"], float) and e["cpu_s"] >= 0 for e in of("step_end", evs))
