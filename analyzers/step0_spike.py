@@ -149,6 +149,18 @@ class _Index:
         self.compiles: dict[tuple[int, str | None, int | None], list[Compile]] = {}
         for item in run.compiles:
             self.compiles.setdefault((item.pid, item.request_id, item.step), []).append(item)
+        # Compile time by phase (collectors/compile_timing.py), by the step it was logged in:
+        # autotuning and CUDA-graph capture run at a compiled graph's first call, after the
+        # compile, so they land in step 0 beside it.
+        self.timings: dict[tuple[int, str | None, int | None], list[Event]] = {}
+        for event in run.of("compile_timing"):
+            index = event.data.get("step")
+            key = (
+                event.pid,
+                event.data.get("request_id"),
+                index if isinstance(index, int) else None,
+            )
+            self.timings.setdefault(key, []).append(event)
         self.windows: dict[int, list[Event]] = {}
         for event in run.of("profile_window_start"):
             self.windows.setdefault(event.pid, []).append(event)
@@ -307,6 +319,9 @@ def _check(
         biggest = max(compiles, key=lambda c: c.duration_s or 0.0)
         if causes:
             location = biggest.frame.location if biggest.frame is not None else None
+    tuning = _tuning(index.timings.get((request.pid, rid, step0.index), []))
+    if any(tuning.values()):
+        evidence.append(_tuning_line(tuning, compile_s))
     if step0.profiled:
         causes.append("profiler")
         name = f" (window {window})" if window else ""
@@ -334,6 +349,16 @@ def _check(
         evidence.extend(noisy)
     evidence.extend(_tag_lines(run, request.pid))
     what = _cause_title(cause, compiles, compile_s, frames, growth)
+    tuned = [
+        f"{label} {_secs(seconds)}"
+        for label, seconds in (
+            ("autotuning", tuning["autotune_s"] + tuning["runtime_autotune_s"]),
+            ("CUDA-graph capture", tuning["cudagraphify_s"]),
+        )
+        if seconds
+    ]
+    if tuned:
+        what += f" ({', '.join(tuned)} of it in the step)"
     if noisy:
         what = "too noisy to judge (" + what + ", and the host's noise could explain it)"
     title = (
@@ -372,8 +397,44 @@ def _check(
             "compile_ids": [c.compile_id for c in compiles],
             "compile_s": round(compile_s, 6),
             "frames": frames,
+            **{key: round(value, 6) for key, value in tuning.items() if value},
         },
     )
+
+
+def _tuning(timings: list[Event]) -> dict[str, float]:
+    """Seconds of autotuning (while compiling, and at the first call) and CUDA-graph capture
+    that torch's compilation_metrics logged in one step."""
+    totals = {"autotune_s": 0.0, "runtime_autotune_s": 0.0, "cudagraphify_s": 0.0}
+    for event in timings:
+        for key in totals:
+            value = event.data.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+                totals[key] += float(value)
+    return totals
+
+
+def _tuning_line(tuning: dict[str, float], compile_s: float) -> str:
+    """Step 0's compile time apart from its autotuning and CUDA-graph capture (pytorch's
+    compile-time autotuning runs inside the compile; the rest runs at the first call)."""
+    inside = tuning["autotune_s"]
+    parts = []
+    if inside:
+        parts.append(
+            f"autotuning {_secs(inside)} while compiling (inside the compile time: "
+            f"{_secs(max(0.0, compile_s - inside))} of it is compiling itself)"
+        )
+    first_call = [
+        f"{label} {_secs(tuning[key])}"
+        for key, label in (
+            ("runtime_autotune_s", "autotuning"),
+            ("cudagraphify_s", "CUDA-graph capture"),
+        )
+        if tuning[key]
+    ]
+    if first_call:
+        parts.append(" and ".join(first_call) + " at the first call, after the compile")
+    return "torch's compilation_metrics in step 0: " + "; ".join(parts)
 
 
 def _host_doubts(timing: _Timing, noise: tuple[float, str] | None, load: float | None) -> list[str]:

@@ -283,3 +283,45 @@ def test_a_loaded_host_makes_an_unknown_cause_too_noisy(tmp_path: Path) -> None:
     finding = _only(analyze(_write_trace(tmp_path, events)))
     assert (finding.severity, finding.data["too_noisy"]) == ("info", True)
     assert "the host was loaded (2.50 runnable tasks per CPU" in "\n".join(finding.evidence)
+
+
+def test_h200_autotuning_at_the_first_call_is_named() -> None:
+    """magi-compile-sizes (H200, inductor): r1's step 0 runs new compiled graphs whose first
+    calls autotune their Triton kernels; the seconds are torch's own (its
+    compilation_metrics_runtime records, as collectors/compile_timing.py wrote them)."""
+    trace = load_trace(H200 / "magi-compile-sizes")
+    assert trace.compiled is not None
+    logged = sum(
+        float(e.data.get("runtime_autotune_s") or 0.0)
+        for e in trace.compiled.of("compile_timing")
+        if (e.data.get("request_id"), e.data.get("step")) == ("r1", 0)
+    )
+    (finding,) = [f for f in analyze(trace) if f.id == "step0-spike:r1"]
+    assert logged > 0.5
+    assert abs(finding.data["runtime_autotune_s"] - logged) < 1e-6
+    assert "autotuning 771 ms of it in the step" in finding.title
+    assert "autotuning 771 ms at the first call, after the compile" in "\n".join(finding.evidence)
+
+
+def test_autotuning_and_cuda_graph_capture_apart_from_compiling(tmp_path: Path) -> None:
+    """A max-autotune compile in step 0 (GPU only: no CPU run autotunes or captures graphs):
+    of its 3 s, 2 s were autotuning inside the compile; 0.5 s of CUDA-graph capture followed
+    at the first call."""
+    frame = {"name": "block_forward", "file": "/srv/model.py", "line": 12}
+    where = {"phase": "live", "request_id": "r0", "step": 0}
+    compiled = {"t": 10 * MS + 5, "ev": "compile_end", "compile_id": "0/0", "epoch": 0, **where}
+    compiled.update(frame=frame, result="ok", duration_s=3.0)
+    timing = {"ev": "compile_timing", "compile_id": "0/0", "epoch": 0, **where}
+    events = [
+        *_request("r0", 10, [3800, 10, 12, 11]),
+        compiled,
+        {**timing, "t": 10 * MS + 6, "runtime": False, "total_s": 3.0, "autotune_s": 2.0},
+        {**timing, "t": 10 * MS + 7, "runtime": True, "cudagraphify_s": 0.5},
+    ]
+    finding = _only(analyze(_write_trace(tmp_path, events)))
+    assert finding.data["cause"] == "compile"
+    assert finding.data["autotune_s"] == 2.0 and finding.data["cudagraphify_s"] == 0.5
+    assert "(autotuning 2.00 s, CUDA-graph capture 500 ms of it in the step)" in finding.title
+    text = "\n".join(finding.evidence)
+    assert "autotuning 2.00 s while compiling (inside the compile time: 1.00 s of it" in text
+    assert "CUDA-graph capture 500 ms at the first call" in text
