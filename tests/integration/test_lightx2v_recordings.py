@@ -5,7 +5,7 @@ three recordings of ModelTC/LightX2V f8aee98 (unmodified), run through its own
 `python -m lightx2v.infer` on a tiny random Wan2.1 T2V on a 2-core CPU (torch 2.13, inductor):
 warmup at 64x64 and 96x64, one request at `--target_shape 64 96`, 3 steps, with model, block
 and phase offload (on a CPU every case offloads: LightX2V stages host-loaded weights for the
-device). Each folder has the manifest, the event file and LightX2V's own step log lines
+device), and `warm-width`, model offload with diag's fix applied (warmup at 64x64 and 96x96). Each folder has the manifest, the event file and LightX2V's own step log lines
 (tests/data/lightx2v/README.md). Nothing here is synthetic: the findings are what diag says
 about a real LightX2V run.
 """
@@ -177,3 +177,21 @@ def test_tui_evidence_of_a_lambda_shows_that_lambda_only() -> None:
     assert shown(evidence.query) == [("0/2", 124)]
     frame_only = " ".join(t for t in evidence.query.split() if t.startswith("frame:"))
     assert shown(frame_only) == [("0/0", 124), ("0/1", 124), ("0/2", 124)]
+
+
+def test_warming_a_second_width_removes_the_live_recompile() -> None:
+    """diag's fix applied (`warm-width`: warmup at 64x64 and 96x96, the same request at 64x96):
+    warmup varied the width, automatic dynamic made it dynamic, and nothing compiles live."""
+    trace = _trace("warm-width")
+    run = trace.compiled
+    assert run is not None
+    assert [(r.request_id, r.phase, r.shape) for r in run.requests] == [
+        ("w1", "warmup", [16, 2, 8, 8]),
+        ("w2", "warmup", [16, 2, 12, 12]),
+        ("r3", "live", LIVE_SHAPE),
+    ]
+    assert [(c.phase, c.request_id) for c in run.compiles] == [("warmup", "w1"), ("warmup", "w2")]
+    findings = analyze(trace)
+    assert not [f for f in findings if f.severity in ("error", "warning")]
+    (coverage,) = [f for f in findings if f.id == "live-compile:warmup-coverage"]
+    assert coverage.title == "Warmup covered every live shape (1)"
