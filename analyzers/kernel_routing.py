@@ -168,6 +168,42 @@ def _cost_fix(verdict: Comparison) -> str:
     )
 
 
+def _new_kernels(comparison: RegionComparison) -> list[KernelStat]:
+    """Kernels the compiled region ran and the reference did not (copies aside), longest first:
+    where the missing kernel's work went when none is named after its ops."""
+    before = {k.name for k in comparison.reference}
+    new = [k for k in comparison.compiled if k.name not in before and k.kind != "copy"]
+    return sorted(new, key=lambda k: -k.total_s)
+
+
+def _unmatched_line(comparison: RegionComparison, reference: str, unit: str) -> str:
+    new = _new_kernels(comparison)
+    if not new:
+        return (
+            f"no {unit} of the compiled region matches its ops, and the compiled region ran no "
+            f"{unit} that {reference} did not: the work moved into {unit}s both sides ran"
+        )
+    names = [k.name for k in new[:3]]
+    more = f" and {len(new) - 3} more" if len(new) > 3 else ""
+    return (
+        _side_line(
+            f"no {unit} of the compiled region matches its ops: the work moved into the fused "
+            f"{unit}s {reference} did not run",
+            comparison.compiled,
+            names,
+            unit,
+        )
+        + f"{more} per step"
+    )
+
+
+def _unmatched_title(comparison: RegionComparison, unit: str) -> str:
+    new = _new_kernels(comparison)
+    if not new:
+        return f" (no {unit} replaced it: its work moved into {unit}s both sides ran)"
+    return f" (no compiled {unit} matches its ops; new: {short_name(new[0].name)})"
+
+
 def _missing(trace: Trace, comparison: RegionComparison) -> Finding:
     reference = _reference_label(trace)
     plain = _plain_files(trace)
@@ -185,6 +221,8 @@ def _missing(trace: Trace, comparison: RegionComparison) -> Finding:
             )
             + " per step"
         )
+    else:
+        evidence.append(_unmatched_line(comparison, reference, unit))
     evidence.append(_times(comparison, reference))
     verdict = cost(comparison)
     evidence.append(_cost_line(verdict, reference))
@@ -200,7 +238,7 @@ def _missing(trace: Trace, comparison: RegionComparison) -> Finding:
         + (
             f" (replaced by {short_name(comparison.replacements[0])})"
             if comparison.replacements
-            else ""
+            else _unmatched_title(comparison, unit)
         ),
         evidence=evidence,
         fix=(
