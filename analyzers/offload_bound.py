@@ -60,8 +60,11 @@ def _finding(run: RunData, pid: int, bound: list[StepOffload], rows: list[StepOf
         f"{format_seconds(span)}, copies {format_seconds(copy)}, compute "
         f"{format_seconds(kernel)})",
         *(_step_line(r) for r in bound[:5]),
-        f"the most compiling can gain in such a step: {format_seconds(gain)} "
-        f"({gain / span:.0%} of it); copies alone take {format_seconds(copy)}",
+        # Compiling shrinks compute only, and a step cannot end before its copies: the gain is
+        # bounded by the compute share, never by the copies that dominate.
+        f"compiling shrinks only the compute: at most {format_seconds(gain)} of such a step "
+        f"({gain / span:.0%} of its {format_seconds(span)}), even if compute took no time; the "
+        f"copies alone take {format_seconds(copy)}",
     ]
     return Finding(
         id=f"{ANALYZER}:copies{id_suffix(run, pid)}",
