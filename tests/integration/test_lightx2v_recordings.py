@@ -5,7 +5,8 @@ three recordings of ModelTC/LightX2V f8aee98 (unmodified), run through its own
 `python -m lightx2v.infer` on a tiny random Wan2.1 T2V on a 2-core CPU (torch 2.13, inductor):
 warmup at 64x64 and 96x64, one request at `--target_shape 64 96`, 3 steps, with model, block
 and phase offload (on a CPU every case offloads: LightX2V stages host-loaded weights for the
-device), and `warm-width`, model offload with diag's fix applied (warmup at 64x64 and 96x96). Each folder has the manifest, the event file and LightX2V's own step log lines
+device), and `warm-width`, model offload with diag's fix applied (warmup at 64x64 and 96x96).
+Each folder has the manifest, the event file and LightX2V's own step log lines
 (tests/data/lightx2v/README.md). Nothing here is synthetic: the findings are what diag says
 about a real LightX2V run.
 """
