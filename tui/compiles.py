@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from rich.text import Text
 
 from diag.frames import label as frame_label
-from diag.run import Compile
+from diag.run import Compile, RunData
 
 from .cells import field, lines, seconds, text
+from .compile_internals import compile_internals
 from .loader import TraceData
 from .table_view import Column, Row, TableView
 
@@ -27,6 +28,7 @@ class CompileInfo:
     item: Compile
     process: str = ""  # `rank1` (or `proc0`) when the run has several processes
     frame: str = "?"  # unique in the run: name, or name@dir/file.py:line (diag.frames)
+    source: RunData | None = None  # the run it belongs to: its timing and dims events
 
 
 def _kinds(item: Compile) -> str:
@@ -65,7 +67,9 @@ class CompilesView(TableView):
     def show(self, data: TraceData) -> None:
         rows = [
             self._row(
-                CompileInfo(label, item, run.process_tag(item.pid), frame_label(run, item.frame))
+                CompileInfo(
+                    label, item, run.process_tag(item.pid), frame_label(run, item.frame), run
+                )
             )
             for label, run in data.trace.runs.items()
             for item in run.compiles
@@ -148,4 +152,6 @@ class CompilesView(TableView):
                 parts.append(Text("   at ").append(guard.user_location))
             if guard.raw:
                 parts.append(Text("   ").append(guard.raw, style="dim"))
+        # After the guards, which say why it compiled: what the compile cost and made symbolic.
+        parts.extend(compile_internals(info.source, item))
         return lines(*parts)
