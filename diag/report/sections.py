@@ -63,6 +63,17 @@ def build_sections(
         ),
         (
             Section(
+                "compiler",
+                "Inside the compiler",
+                "Each compile's seconds by phase as torch measures them (nested, not adding "
+                "up) with its FX-graph and AOTAutograd cache hits and misses; then, per "
+                "compiled frame, each input dim Dynamo made symbolic or baked in, beside the "
+                "values the frame's calls really had there.",
+            ),
+            lambda s: _compiler(s, run),
+        ),
+        (
+            Section(
                 "regions",
                 "Eager against compiled, per compiled region",
                 "Kernel time per step inside each compiled region (CPU op time on CPU-only "
@@ -134,6 +145,19 @@ def _compiles(section: Section, run: RunData, limits: Limits) -> None:
     section.plot = compile_timeline(run, limits)
     if section.plot is None:
         section.notes.append("Nothing was compiled in this run.")
+
+
+def _compiler(section: Section, run: RunData) -> None:
+    from diag.report.compile_tables import dims_table, phase_table
+
+    phases, dims = phase_table(run), dims_table(run)
+    section.table_html = phases + dims
+    if not phases:
+        section.notes.append(
+            "No compile timing was recorded (nothing compiled, or an older trace)."
+        )
+    if not dims:
+        section.notes.append("No compile made an input dim symbolic or baked one in.")
 
 
 def _cache(section: Section, run: RunData, limits: Limits) -> None:
