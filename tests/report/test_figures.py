@@ -9,6 +9,7 @@ import pytest
 from diag.report.figures import cache_entries, compile_timeline, step_times
 from diag.report.plot import Limits, percentile
 from diag.run import Trace
+from tests.fixture_lines import fixture_line
 from tests.conftest import RecordFixture
 
 
@@ -86,7 +87,8 @@ def test_compile_timeline_marks_live_compiles(record_fixture: RecordFixture) -> 
     # Hover text names the failing guard, as recorded.
     guard = live[0].guards[0]
     assert any(guard.source in text for text in traces["live compile"].hovertext)
-    assert {y for t in traces.values() for y in t.y} == {"wan_block_forward (wan.py:78)"}
+    line = fixture_line("models/wan.py", "def wan_block_forward(")
+    assert {y for t in traces.values() for y in t.y} == {f"wan_block_forward (wan.py:{line})"}
     assert not plot.notes
 
 

@@ -14,13 +14,13 @@ from tests.h200data import h200_trace
 from .support import drive, screen_text, shown, write_trace
 
 
-def test_every_table_keeps_seven_rows_at_80x24(in_h200: Path) -> None:
+def test_tables_keep_their_rows_at_80x24(in_h200: Path) -> None:
     async def script(app: DiagApp, pilot: Pilot[None]) -> None:
-        for key, pane in (("2", "steps"), ("3", "compiles"), ("4", "kernels"), ("6", "cache")):
+        for key, pane, rows in (("2", "steps", 6), ("3", "compiles", 9), ("6", "cache", 9)):
             await pilot.press(key)
             await pilot.pause()
-            # The header row, then at least seven rows of data.
-            assert app.view(pane).table.region.height - 1 >= 7, pane
+            # The header row, then the data rows (4 or fewer before, issue 17).
+            assert app.view(pane).table.region.height - 1 >= rows, pane
 
     drive(Path("record-wan-offload-unwarmed"), script, size=(80, 24))
 
