@@ -9,8 +9,8 @@ import pytest
 from diag.report.figures import cache_entries, compile_timeline, step_times
 from diag.report.plot import Limits, percentile
 from diag.run import Trace
-from tests.fixture_lines import fixture_line
 from tests.conftest import RecordFixture
+from tests.fixture_lines import fixture_line
 
 
 def _traces(figure: Any) -> dict[str, Any]:
