@@ -52,6 +52,8 @@ _DIM_NAMES: dict[str, dict[int, tuple[str, ...]]] = {
     },
 }
 _SIZE_KINDS = ("tensor-size", "tensor-stride")
+#: Compile results that compiled nothing: recompile-limit and compile-failure report them.
+_NOT_COMPILED = ("recompile_limit", "failed")
 _VALUE_KINDS = (
     "python-value",
     "container-length",
@@ -96,7 +98,8 @@ def _analyze_run(run: RunData) -> list[Finding]:
     requests = {(r.pid, r.request_id): r for r in run.requests}
     groups: dict[tuple[int, Frame | None, str], list[Compile]] = {}
     for item in run.compiles:
-        if item.live and item.request_id is not None and item.result != "recompile_limit":
+        # A limit hit is recompile-limit's, a failed compile compile-failure's headline.
+        if item.live and item.request_id is not None and item.result not in _NOT_COMPILED:
             key = (item.pid, item.frame, item.request_id)
             groups.setdefault(key, []).append(item)
     findings = [
@@ -178,9 +181,7 @@ def _live_finding(run: RunData, compiles: list[Compile], request: Request | None
     )
     evidence.extend(_tag_lines(run, first.pid))
 
-    uncovered = (
-        [_dim_name(coverage, i) for i in coverage.static_gaps] if coverage else []
-    )
+    uncovered = [_dim_name(coverage, i) for i in coverage.static_gaps] if coverage else []
     guards = [
         {
             "compile_id": c.compile_id,
@@ -411,13 +412,16 @@ def _coverage_finding(run: RunData) -> Finding | None:
     not_covered: list[str] = []
     uncovered_shapes: set[Shape] = set()
     rows: list[dict[str, object]] = []
-    live_texts: list[str] = []
+    # Ranks serve the same requests: a shape is listed once, with the processes that served it.
+    by_shape: dict[Shape, list[int]] = {}
+    for pid, shape in live:
+        by_shape.setdefault(shape, []).append(pid)
+    live_texts = [_shape_label(run, s, live, pids) for s, pids in by_shape.items()]
     for (pid, shape), rids in live.items():
         cov = _coverage(shape, _warm_shapes(run, pid), _names(run, pid, shape))
         gaps = [_dim_name(cov, i) for i in cov.static_gaps]
-        label = f"{_fmt(shape)} ({', '.join(rids)})"
-        live_texts.append(label)
-        if not cov.covered:
+        label = _shape_label(run, shape, live, by_shape[shape])
+        if not cov.covered and shape not in uncovered_shapes:
             if gaps:
                 why = f": {_join(gaps)} never warmed"
             elif not cov.warm:
@@ -435,7 +439,7 @@ def _coverage_finding(run: RunData) -> Finding | None:
         f"live traffic used {len(shapes)} shape(s): {_join(live_texts)}",
         "warmup served "
         + (
-            _join([f"{_fmt(s)} ({', '.join(r)})" for s, r in warm_all.items()])
+            _join([f"{_fmt(s)} ({', '.join(dict.fromkeys(r))})" for s, r in warm_all.items()])
             if warm_all
             else "no request with a shape"
         ),
@@ -477,6 +481,16 @@ def _coverage_finding(run: RunData) -> Finding | None:
     )
 
 
+def _shape_label(
+    run: RunData, shape: Shape, live: dict[tuple[int, Shape], list[str]], pids: list[int]
+) -> str:
+    """`4x48x96 (r0)`, or `4x48x96 (r0; on rank0 and rank1)` when several processes served it."""
+    rids = list(dict.fromkeys(r for pid in pids for r in live[(pid, shape)]))
+    tags = [run.process_tag(pid) or f"pid {pid}" for pid in pids]
+    where = f"; on {_join(tags)}" if len(pids) > 1 else ""
+    return f"{_fmt(shape)} ({', '.join(rids)}{where})"
+
+
 def _warmup_compiles_finding(run: RunData) -> Finding | None:
     warm = [c for c in run.compiles if c.phase == "warmup"]
     if not warm:
@@ -502,7 +516,7 @@ def _warmup_compiles_finding(run: RunData) -> Finding | None:
             f"{frame}: {len(items)} compile(s), "
             f"{_secs(sum(c.duration_s or 0.0 for c in items))} ({'; '.join(spots[:6])}{more})"
         )
-    live = [c for c in run.compiles if c.live and c.result != "recompile_limit"]
+    live = [c for c in run.compiles if c.live and c.result not in _NOT_COMPILED]
     if live:
         evidence.append(
             f"still compiled during live requests: {len(live)} compile(s), "

@@ -92,9 +92,12 @@ def findings_to_text(findings: list[Finding], visibility: Visibility | None = No
             continue  # listed under its headline
         lines.append(f"{finding.severity.upper():7} [{finding.analyzer}] {finding.title}")
         if finding.location:
-            lines.append(f"        at {finding.location}")
+            from diag.paths import shown_location
+
+            lines.append(f"        at {shown_location(finding.location)}")
         lines.extend(f"        - {item}" for item in finding.evidence)
-        lines.append(f"        fix: {finding.fix}")
+        if finding.fix:  # an info finding that needs no action has no fix
+            lines.append(f"        fix: {finding.fix}")
         lines.append(f"        id: {finding.id}")
         lines.extend(related_lines(finding, findings))
         lines.append("")

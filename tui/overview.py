@@ -14,6 +14,7 @@ from textual.containers import Vertical
 from textual.widgets import Static
 
 from diag.findings import SEVERITIES, Finding
+from diag.paths import shown_location
 from diag.run import RunData, Trace
 from diag.status import assess
 
@@ -94,9 +95,10 @@ class FindingsView(TableView):
         out.append(finding.title, style="bold")
         parts: list[Text | str] = [out]
         if finding.location:
-            parts.append(field("at", finding.location))
+            parts.append(field("at", shown_location(finding.location)))
         parts.extend(Text("- ").append(item) for item in finding.evidence)
-        parts.append(field("fix", finding.fix))
+        if finding.fix:  # an info finding that needs no action has no fix
+            parts.append(field("fix", finding.fix))
         parts.append(field("id", finding.id))
         if finding.related:
             parts.append(field("same root cause", ", ".join(finding.related)))

@@ -120,3 +120,6 @@ def test_failed_live_compile_is_compile_failures_headline_only(
     assert [c.result for c in trace.compiled.compiles if c.live] == ["failed"]  # type: ignore[union-attr]
     failures = get_analyzer("compile-failure")(trace)
     assert [f.id for f in failures] == ["compile-failure:eager-fallback:denoise"]
+    live = get_analyzer("live-compile")(trace)
+    assert [f for f in live if f.severity == "error"] == []
+    assert not any("denoise compiled during live request" in f.title for f in live)
