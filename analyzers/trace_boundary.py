@@ -224,10 +224,13 @@ def _finding(run: RunData, entry: _Entry, compiles: dict[_CompileKey, Compile]) 
         f"{entry.name} before the compiled region and pass its result in"
     )
     location = f"{site.get('file')}:{site.get('line')}" if site else f"{entry.file}:{entry.line}"
+    # A cached function that reaches no file, clock, lock or import and breaks nothing costs
+    # a re-trace per compile only (torch warns about the ignored cache itself): context.
+    severity = "warning" if entry.breaks or modules else "info"
     return Finding(
         id=f"{ANALYZER}:{entry.name}@{os.path.basename(entry.file)}" + id_suffix(run, entry.pid),
         analyzer=ANALYZER,
-        severity="warning",
+        severity=severity,
         title=title,
         evidence=evidence,
         fix=fix,

@@ -140,3 +140,33 @@ def test_the_program_prints_the_same_with_and_without_diag(tmp_path: Path) -> No
     own_stderr = recorded.stderr.split("\ndiag: recorded")[0].rstrip("\n") + "\n"
     assert "Graph break" in plain.stderr and "lru_cache" in plain.stderr
     assert _normalised(own_stderr) == _normalised(plain.stderr.rstrip("\n") + "\n")
+
+
+CACHED_MATH = textwrap.dedent(
+    """
+    import functools, math
+    import torch
+
+    @functools.lru_cache(maxsize=None)
+    def attention_scale(head_dim):  # cached arithmetic: no file, clock, lock or import
+        return 1.0 / math.sqrt(head_dim)
+
+    def block(q):
+        return (q * attention_scale(q.shape[-1])).softmax(-1)
+
+    compiled = torch.compile(block, backend="aot_eager")
+    for _ in range(2):
+        compiled(torch.randn(4, 16))
+    """
+)
+
+
+def test_cached_arithmetic_is_context_not_a_warning(tmp_path: Path) -> None:
+    program = tmp_path / "prog.py"
+    program.write_text(CACHED_MATH)
+    proc = diag_record(tmp_path / "t", PYTHON, str(program))
+    assert proc.returncode == 0, proc.stderr
+    (finding,) = analyze(load_trace(tmp_path / "t"))
+    assert finding.severity == "info"
+    assert finding.data["lru_cache"] is True and finding.data["modules"] == []
+    assert finding.data["graph_breaks"] == 0 and finding.data["compiles"] == 1
