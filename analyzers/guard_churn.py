@@ -20,6 +20,8 @@ import functools
 import re
 from dataclasses import dataclass, field
 
+import msgspec
+
 from diag.findings import Finding
 from diag.frames import label as frame_label
 from diag.guards import condition_text
@@ -165,7 +167,7 @@ def _finding(run: RunData, group: _Group, cwd: str | None, limit: Compile | None
         entries = run.cache_entries().get(group.frame) if group.frame is not None else None
         evidence.append(_limit_text(frame, entries))
     evidence.append(f"newest failing guard: {_guard_text(newest)}")
-    location, read_line = _location(newest, group, cwd)
+    location, read_line = _location(_with_tree_line(run, newest, group), group, cwd)
     called_from = group.frame.called_from if group.frame is not None else None
     if location is not None and not read_line and called_from:
         # torch's own wrapper frame: point at the user's call into it, not into torch.
@@ -366,6 +368,22 @@ def _limit_hits(run: RunData) -> dict[tuple[int, Frame | None], Compile]:
 
 
 # --- text helpers ------------------------------------------------------------------------------
+
+
+def _with_tree_line(run: RunData, guard: Guard, group: _Group) -> Guard:
+    """The guard with the user line that reads its source, from the failing entry's guard tree
+    (the `guard_sources` event) when the recompile reason names none: a dict's length guard
+    (`len(block.state.config) != 6`) carries no line, its sibling guards on the dict do."""
+    if guard.user_location or not guard.source:
+        return guard
+    for event in run.of("guard_sources"):
+        if event.pid != group.pid or event.data.get("compile_id") != guard.compile_id:
+            continue
+        sources = event.data.get("sources")
+        where = sources.get(guard.source) if isinstance(sources, dict) else None
+        if isinstance(where, str) and where:
+            return msgspec.structs.replace(guard, user_location=where)
+    return guard
 
 
 def _limit_text(frame: str, entries: int | None) -> str:

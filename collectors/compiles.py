@@ -14,7 +14,7 @@ import re
 import time
 from typing import TYPE_CHECKING, Any
 
-from diag.guards import parse_recompile_reasons
+from diag.guards import guard_tree_locations, parse_recompile_reasons
 
 from .userframes import innermost_user_frame
 
@@ -105,6 +105,19 @@ class CompileCollector:
             return
         if "compilation_metrics" in metadata:
             self._on_metrics(metadata["compilation_metrics"])
+            return
+        if "dynamo_cpp_guards_str" in metadata:
+            # The compiled entry's guard tree: where in user code each guarded source is read,
+            # which a recompile reason on that source (a dict's length) does not say.
+            payload = getattr(record, "payload", None)
+            lines = guard_tree_locations(payload) if isinstance(payload, str) else {}
+            if lines:
+                self.session.emit(
+                    "guard_sources",
+                    compile_id=self._compile_id(metadata),
+                    epoch=self.epoch,
+                    sources=lines,
+                )
             return
         artifact = metadata.get("artifact")
         if not isinstance(artifact, dict):

@@ -198,6 +198,44 @@ def _user_location(comment: str | None) -> str | None:
 
 _Classified: TypeAlias = "tuple[GuardKind, str | None, str | None, str | None]"
 
+# A line of Dynamo's guard tree (the `dynamo_cpp_guards_str` artifact, str(guard_manager)):
+# "| | +- DictGuardManager: source=L['block'].state.config, accessed_by=..." for a manager,
+# "| | | +- DICT_CONTAINS: not ___dict_contains('k', ...)   # code  # file.py:52 in fn" for a guard.
+_TREE_LINE = re.compile(r"^(?P<indent>[\s|]*)\+- (?P<name>\w+): (?P<rest>.*)$")
+_TREE_SOURCE = re.compile(r"^source=(?P<source>.+?), (?:accessed_by|type)=")
+_TREE_ROOT = re.compile(r"^[LG]\[(?P<q>['\"])(?P<name>[^'\"]+)(?P=q)\]")
+#: At most this many sources per compile are kept (a model's guard tree has thousands of lines).
+MAX_TREE_SOURCES = 256
+
+
+def guard_tree_locations(tree: str) -> dict[str, str]:
+    """Per guarded source of one compile's guard tree, the first user line a guard on it (or on
+    a value reached through it) was installed for: `block.state.config` -> `wan.py:52`. Dynamo's
+    recompile reason for a container-length guard names no line; the tree's sibling guards on the
+    same source do. Sources are written as recompile reasons write them (`L['x']` as `x`)."""
+    found: dict[str, str] = {}
+    managers: list[tuple[int, str]] = []  # (depth, source) of the enclosing managers
+    for line in tree.splitlines():
+        match = _TREE_LINE.match(line)
+        if match is None:
+            continue
+        depth = len(match.group("indent"))
+        while managers and managers[-1][0] >= depth:
+            managers.pop()
+        rest = match.group("rest")
+        source = _TREE_SOURCE.match(rest)
+        if source is not None:
+            text = readable_source(source.group("source"))
+            managers.append((depth, _TREE_ROOT.sub(lambda m: m.group("name"), text)))
+            continue
+        where = _user_location(_split_comment(rest)[1])
+        if where is None or "_dynamo/" in where:
+            continue
+        for _, owner in managers:
+            if owner not in found and len(found) < MAX_TREE_SOURCES:
+                found[owner] = where
+    return found
+
 
 def _classify(expr: str) -> _Classified:
     """Rules in order of specificity: the C++ tensor messages and named checks first, so generic

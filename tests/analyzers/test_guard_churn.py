@@ -56,9 +56,14 @@ def test_wan_config_length(record_fixture: RecordFixture) -> None:
     assert finding.severity == "error"
     assert finding.id == "guard-churn:wan_block_forward:block.state.config"
     assert "values the cached entries expected: len 3 -> 6" in finding.evidence
-    # A container-length guard carries no user line: the frame's file:line stands in.
-    line = fixture_line("models/wan.py", "def wan_block_forward(")
+    # A container-length guard's reason carries no user line; the failing entry's guard tree
+    # (guard_sources) has its sibling guards on the dict, at the `.get()` that reads it.
+    line = fixture_line("models/wan.py", 'self.state.config.get("attention_scale"')
     assert finding.location == f"{BLOCK_FILE['wan']}:{line}"
+    assert f"the compiled code reads `block.state.config` at {BLOCK_FILE['wan']}:{line}" in (
+        finding.evidence
+    )
+    assert not any("no user line recorded" in e for e in finding.evidence)
     assert "read the config once at init" in finding.fix.lower()
     assert ".get()" in finding.fix
 
