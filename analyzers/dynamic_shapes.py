@@ -26,6 +26,9 @@ from .common import id_suffix, process_lines
 
 ANALYZER = "dynamic-shapes"
 _SIZE_SOURCE = re.compile(r"^L\['(?P<arg>[^']+)'\]\.size\(\)\[(?P<dim>\d+)\]$")
+#: A dim of a tensor held as an attribute of an argument (`L['block'].modulation.size()[2]`):
+#: a weight kept as a plain tensor, which calls do not pass and diag does not sample.
+_ATTRIBUTE_SOURCE = re.compile(r"^L\['[^']+'\](?:\.[A-Za-z]\w*)+\.size\(\)\[\d+\]$")
 _SHOWN = 6
 _MAGI_INPUT = re.compile(r"^\(\((?P<shape>[\d, ]*)\),")
 
@@ -226,6 +229,13 @@ def _over_dynamic(
         for s, v in fixed[:_SHOWN]
     ]
     evidence.extend(f"{source} did vary: {_values(values)}" for source, values in varied[:3])
+    attributes = _attribute_dims(items)
+    if attributes:
+        evidence.append(
+            "tensors held as attributes (plain tensors, not nn.Parameter) made symbolic too, "
+            "each with one value in every compile: "
+            + ", ".join(f"{source} = {value}" for source, value in attributes[:_SHOWN])
+        )
     if not varied:
         evidence.append(
             "no dim of this frame varied in this recording: diag cannot tell which dims need "
@@ -264,9 +274,19 @@ def _over_dynamic(
             "frame": frame.name,
             "fixed": [{"symbol": s.symbol, "source": s.source, "value": v} for s, v in fixed],
             "varied": [{"source": src, "values": sorted(vals)} for src, vals in varied],
+            "attributes": [{"source": src, "value": value} for src, value in attributes],
             "calls": n_calls,
         },
     )
+
+
+def _attribute_dims(items: list[_Symbol]) -> list[tuple[str, str]]:
+    """Dims of attribute tensors that every compile made symbolic with the same value."""
+    values: dict[str, set[str]] = {}
+    for item in items:
+        if _ATTRIBUTE_SOURCE.match(item.source):
+            values.setdefault(item.source, set()).add(item.value)
+    return [(source, next(iter(seen))) for source, seen in values.items() if len(seen) == 1]
 
 
 def _specialised(
