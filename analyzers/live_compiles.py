@@ -486,7 +486,9 @@ def _shape_label(
 ) -> str:
     """`4x48x96 (r0)`, or `4x48x96 (r0; on rank0 and rank1)` when several processes served it."""
     rids = list(dict.fromkeys(r for pid in pids for r in live[(pid, shape)]))
-    tags = [run.process_tag(pid) or f"pid {pid}" for pid in pids]
+    ranks = {p.pid: p.rank for p in run.processes}
+    ordered = sorted(pids, key=lambda pid: (ranks.get(pid) is None, ranks.get(pid) or 0, pid))
+    tags = [run.process_tag(pid) or f"pid {pid}" for pid in ordered]
     where = f"; on {_join(tags)}" if len(pids) > 1 else ""
     return f"{_fmt(shape)} ({', '.join(rids)}{where})"
 

@@ -31,6 +31,7 @@ from diag.fixtures.distributed import (
 )
 from diag.fixtures.ground_truth import BLOCK_FRAME, expectation
 from diag.run import Trace, load_trace
+from diag.summary import summarize_run
 
 from .support import PYTHON, diag_record
 
@@ -110,6 +111,31 @@ def test_clean_run_records_a_folder_per_rank_and_identical_latents(clean: Record
     for pid in _ranked(clean.trace).values():
         phases = [s.phase for s in run.steps if s.pid == pid]
         assert (phases.count("warmup"), phases.count("live")) == (2, 6)
+
+
+def test_clean_run_summary_and_coverage_count_each_request_once(clean: Recording) -> None:
+    """2 live requests served by 2 ranks are 2 requests on each rank, not 4; the third process
+    is torchrun's launcher; the coverage finding lists each live shape once."""
+    lines = summarize_run(clean.trace.path / "runs" / "compiled").lines()
+    assert re.fullmatch(
+        r"run compiled: 3 process\(es\): ranks 0 and 1, and torchrun's launcher \(pid \d+, "
+        r"the parent of the ranks; it ran no model\), adapter: diag\.fixtures",
+        lines[0],
+    ), lines[0]
+    assert lines[1] == (
+        "  2 live request(s), 6 live step(s) on each of 2 ranks; warmup 2 request(s), "
+        "2 step(s) on each"
+    )
+    [coverage] = [
+        f
+        for f in get_analyzer("live-compile")(clean.trace)
+        if f.id == "live-compile:warmup-coverage"
+    ]
+    assert coverage.evidence[0] == (
+        "live traffic used 2 shape(s): 2x8x8 (r0; on rank0 and rank1) and "
+        "2x12x8 (r1; on rank0 and rank1)"
+    )
+    assert coverage.fix == ""
 
 
 def test_clean_run_has_no_rank_divergence(clean: Recording) -> None:
