@@ -172,8 +172,22 @@ def _new_kernels(comparison: RegionComparison) -> list[KernelStat]:
     """Kernels the compiled region ran and the reference did not (copies aside), longest first:
     where the missing kernel's work went when none is named after its ops."""
     before = {k.name for k in comparison.reference}
-    new = [k for k in comparison.compiled if k.name not in before and k.kind != "copy"]
+    new = [
+        k
+        for k in comparison.compiled
+        if k.name not in before
+        and k.kind != "copy"
+        and k.total_s > 0
+        and not _METADATA_OP.search(k.name)
+    ]
     return sorted(new, key=lambda k: -k.total_s)
+
+
+#: CPU ops that move no data (a symbolic size read, a view): never where an op's work went.
+_METADATA_OP = re.compile(
+    r"::(?:sym_\w+|empty\w*|view\w*|as_strided\w*|_reshape_alias|detach\w*|alias|"
+    r"expand|unsqueeze|squeeze|permute|transpose|t|resolve_\w+|lift_fresh\w*)$"
+)
 
 
 def _unmatched_line(comparison: RegionComparison, reference: str, unit: str) -> str:
@@ -187,8 +201,9 @@ def _unmatched_line(comparison: RegionComparison, reference: str, unit: str) -> 
     more = f" and {len(new) - 3} more" if len(new) > 3 else ""
     return (
         _side_line(
-            f"no {unit} of the compiled region matches its ops: the work moved into the fused "
-            f"{unit}s {reference} did not run",
+            f"no {unit} of the compiled region matches its ops: the work moved into the "
+            + ("fused " if comparison.device == "gpu" else "")
+            + f"{unit}s {reference} did not run",
             comparison.compiled,
             names,
             unit,

@@ -8,6 +8,7 @@ are reported on is the committed H200 routing recording."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from diag.analyzers.kernel_routing import _missing
@@ -58,3 +59,12 @@ def test_no_new_kernel_says_where_the_work_went(tmp_path: Path) -> None:
         line.startswith("no kernel of the compiled region matches its ops, and")
         for line in finding.evidence
     )
+
+
+def test_metadata_ops_are_not_where_the_work_went(tmp_path: Path) -> None:
+    """The demo's CPU case: compiled ran aten::sym_size (no time) and otherwise eager's own ops."""
+    trace = load_trace(h200_trace("record-wan-routing", tmp_path))
+    comparison = _comparison([SHARED, KernelStat("aten::sym_size", "aten", 16, 0.0)])
+    finding = _missing(trace, dataclasses.replace(comparison, device="cpu"))
+    assert finding.title.endswith("(no op replaced it: its work moved into ops both sides ran)")
+    assert "sym_size" not in " ".join(finding.evidence)
