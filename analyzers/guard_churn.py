@@ -391,7 +391,9 @@ def _limit_text(frame: str, entries: int | None) -> str:
     the compile that would add an entry past the limit, so 8 entries of 8 is a full cache (as
     cache-bloat says): no compile was refused yet, and the next new value runs eagerly."""
     if not entries or entries < DEFAULT_LIMIT:
-        held = f" ({entries} cache entries at exit of {DEFAULT_LIMIT})" if entries else ""
+        held = (
+            f" ({entries} cache entries at exit; the limit is {DEFAULT_LIMIT})" if entries else ""
+        )
         return f"{frame} stayed under torch's default recompile limit in this run{held}"
     if entries == DEFAULT_LIMIT:
         return (

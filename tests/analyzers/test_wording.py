@@ -17,7 +17,8 @@ from tests.h200data import h200_trace
 
 def test_limit_text_agrees_with_cache_bloat() -> None:
     assert _limit_text("f", 3) == (
-        "f stayed under torch's default recompile limit in this run (3 cache entries at exit of 8)"
+        "f stayed under torch's default recompile limit in this run (3 cache entries at exit; "
+        "the limit is 8)"
     )
     assert _limit_text("f", 8).startswith("f is at the recompile limit: 8 cache entries at exit")
     assert "raised torch._dynamo.config.recompile_limit" in _limit_text("f", 12)
