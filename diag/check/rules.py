@@ -108,12 +108,35 @@ def recording_rule(trace: Trace, policy: Policy) -> RuleResult:
                 key="recording:no-live-requests",
             )
         )
-    result.summary = f"status {status}, {len(live)} live request(s), {live_steps} live step(s)" + (
-        f", {len(trace.runs)} runs" if len(trace.runs) > 1 else ""
-    )
+    result.summary = f"status {status}, " + _live_counts(trace, len(live), live_steps)
     if result.violations:
         result.status = FAIL
     return result
+
+
+def _live_counts(trace: Trace, requests: int, steps: int) -> str:
+    """`2 live request(s), 8 live step(s) on each of 2 ranks`: every rank serves every request,
+    so ranks (and runs) that served alike are counted once; else the totals."""
+    served: set[tuple[int, int]] = set()
+    ranks: set[int] = set()
+    for run in trace.runs.values():
+        for pid in {r.pid for r in run.requests}:
+            live = [r for r in run.requests if r.pid == pid and r.phase == "live"]
+            served.add((len(live), sum(len(r.steps) for r in live)))
+            process = next((p for p in run.processes if p.pid == pid), None)
+            ranks.add(process.rank if process is not None and process.rank is not None else -1)
+    runs = len(trace.runs)
+    ranked = len(ranks) > 1 and -1 not in ranks
+    if len(served) == 1 and (ranked or (len(ranks) == 1 and runs > 1)):
+        each_requests, each_steps = next(iter(served))
+        return (
+            f"{each_requests} live request(s), {each_steps} live step(s)"
+            + (f" on each of {len(ranks)} ranks" if len(ranks) > 1 else "")
+            + (f" in each of {runs} runs" if runs > 1 else "")
+        )
+    return f"{requests} live request(s), {steps} live step(s)" + (
+        f", {runs} runs" if runs > 1 else ""
+    )
 
 
 def _run_statuses(trace: Trace) -> str:
@@ -254,9 +277,7 @@ def cache_entries_rule(trace: Trace, policy: Policy, allow: Allowlist) -> RuleRe
                 continue
             compiles = by_frame.get(frame, [])
             location = frame_location(frame, cwd)
-            message = f"{name} holds {entries} cache entries (max {limit})" + run_suffix(
-                run.label
-            )
+            message = f"{name} holds {entries} cache entries (max {limit})" + run_suffix(run.label)
             entry = (
                 allow.match(
                     compiles_subject(compiles, location)
