@@ -198,6 +198,24 @@ def _user_location(comment: str | None) -> str | None:
 
 _Classified: TypeAlias = "tuple[GuardKind, str | None, str | None, str | None]"
 
+_STACK_FILE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
+_FILE_LINE = re.compile(r"^(?P<file>.+):(?P<line>\d+)$")
+
+
+def full_user_location(user_location: str | None, raw: str) -> str | None:
+    """The guard's `file:line` with the full path from its user stack. torch shortens the note's
+    path against its own install folder and, when the two share only "/", drops one character
+    too many (/work/main/app.py -> ork/main/app.py); the stack in `raw` keeps the whole path."""
+    match = _FILE_LINE.match(user_location or "")
+    if match is None:
+        return user_location
+    short, line = match.group("file"), match.group("line")
+    for found in _STACK_FILE.finditer(raw):
+        if found.group("line") == line and found.group("file").endswith(short):
+            return f"{found.group('file')}:{line}"
+    return user_location
+
+
 # A line of Dynamo's guard tree (the `dynamo_cpp_guards_str` artifact, str(guard_manager)):
 # "| | +- DictGuardManager: source=L['block'].state.config, accessed_by=..." for a manager,
 # "| | | +- DICT_CONTAINS: not ___dict_contains('k', ...)   # code  # file.py:52 in fn" for a guard.

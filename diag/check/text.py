@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import msgspec
+
 from diag.frames import label as frame_label
-from diag.guards import condition_text
-from diag.paths import shown_path
+from diag.guards import condition_text, full_user_location
+from diag.paths import shown_location, shown_path
 from diag.run import Compile, Frame, Guard, RunData, Trace
 
 _SITE = "site-packages/"
@@ -71,7 +73,11 @@ def guard_text(guard: Guard) -> str:
     return (lines[0] if lines else "")[:200] or guard.kind
 
 
-def guard_line(guard: Guard) -> str:
+def guard_line(guard: Guard, recorded_cwd: str | None = None) -> str:
+    """The guard as check lines quote it, its user line with the whole path (diag.paths)."""
+    if guard.user_location:
+        where = full_user_location(guard.user_location, guard.raw) or guard.user_location
+        guard = msgspec.structs.replace(guard, user_location=shown_location(where, recorded_cwd))
     return guard.describe(guard_text(guard), located=", read at ")
 
 
