@@ -203,6 +203,12 @@ def _finding(run: RunData, group: _Group, cwd: str | None, limit: Compile | None
         run=run.label,
         data={
             "frame": frame,
+            # The compiled frame's file:line (location is the line that reads the source).
+            "frame_location": (
+                f"{_relative(group.frame.file, cwd)}:{group.frame.line}"
+                if group.frame is not None and group.frame.file
+                else None
+            ),
             "source": group.source,
             "kind": group.kind,
             "recompiles": count,

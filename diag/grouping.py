@@ -107,8 +107,15 @@ def _echoes(head: Finding, other: Finding, compiles: set[str]) -> bool:
         and other.analyzer in _FRAME_ECHOES
         and bool(head.data.get("frame"))
         and head.data.get("frame") == other.data.get("frame")
-        and (head.location is None or other.location is None or head.location == other.location)
+        and _same_place(head, other)
     )
+
+
+def _same_place(head: Finding, other: Finding) -> bool:
+    """Same-named frames told apart by file:line: the headline's frame location (guard-churn's
+    `location` is the line that reads the guarded value, its frame's is `data.frame_location`)."""
+    where = head.data.get("frame_location") or head.location
+    return where is None or other.location is None or where == other.location
 
 
 def _compiles(finding: Finding) -> set[str]:
