@@ -18,8 +18,12 @@ from diag.analyzers.recompile_limit import analyze
 from diag.findings import Finding
 from diag.fixtures.ground_truth import BLOCK_FILE, BLOCK_FRAME, expectation
 from diag.run import Trace
+from tests.fixture_lines import fixture_line
 
 from .support import write_trace as _write_trace
+
+#: Where the Wan block's frame starts (findings locate it there).
+WAN_BLOCK_AT = f"{BLOCK_FILE['wan']}:{fixture_line('models/wan.py', 'def wan_block_forward(')}"
 
 RecordFixture = Callable[..., Trace]
 FRAME = {"name": "block_forward", "file": "/srv/model.py", "line": 12}
@@ -60,7 +64,7 @@ def test_recompile_limit_plant(record_fixture: RecordFixture) -> None:
         rid,
         step,
     )
-    assert finding.location is not None and finding.location.endswith(f"{BLOCK_FILE['wan']}:78")
+    assert finding.location is not None and finding.location.endswith(WAN_BLOCK_AT)
     # The churning guard: the newest failing guard of the limited compile.
     newest = finding.data["guards"][0]
     recompile = truth.live_recompiles[0]
