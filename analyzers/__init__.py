@@ -1,6 +1,6 @@
 """One analyzer per module: a pure function `analyze(trace) -> list[Finding]`, registered here.
 
-Analyzers read the Run model (diag.run) and nothing else: no torch, no Textual, no plotly.
+Analyzers read the Run model (diag.trace.run) and nothing else: no torch, no Textual, no plotly.
 Modules are imported on demand so that `diag check` loads only the analyzers its policy needs.
 """
 
@@ -10,7 +10,7 @@ import importlib
 from collections.abc import Callable
 
 from diag.findings import Finding
-from diag.run import Trace
+from diag.trace.run import Trace
 
 Analyzer = Callable[[Trace], list[Finding]]
 

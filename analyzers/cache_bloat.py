@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from diag.findings import Finding
 from diag.frames import label as frame_label
 from diag.guards import condition_text
-from diag.run import Frame, Guard, RunData, Trace
+from diag.trace.run import Frame, Guard, RunData, Trace
 
 from .recompiles import cache_entries, repeated_dimensions
 

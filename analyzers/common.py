@@ -5,7 +5,7 @@ Not an analyzer (it is not in the registry).
 
 from __future__ import annotations
 
-from diag.run import RunData
+from diag.trace.run import RunData
 
 
 def format_seconds(value: float) -> str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from diag.findings import Finding
-from diag.run import Event, Frame, RunData, Trace
+from diag.trace.run import Event, Frame, RunData, Trace
 
 from .common import format_seconds, id_suffix, process_lines
 

@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from diag.findings import Finding
-from diag.run import Event, RunData, Step, Trace
+from diag.trace.run import Event, RunData, Step, Trace
 
 from .common import id_suffix, process_lines
 from .failures import compile_crash

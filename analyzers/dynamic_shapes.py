@@ -20,7 +20,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from diag.findings import Finding
-from diag.run import Event, Frame, RunData, Trace
+from diag.trace.run import Event, Frame, RunData, Trace
 
 from .common import id_suffix, process_lines
 

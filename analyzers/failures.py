@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 
 from diag.findings import Finding
-from diag.run import Compile, Event, RunData, Trace
+from diag.trace.run import Compile, Event, RunData, Trace
 
 from .common import format_seconds, id_suffix, process_lines
 from .magi import magi_owned_failure

@@ -16,7 +16,7 @@ import re
 
 from diag.findings import Finding
 from diag.frames import label as frame_label
-from diag.run import Compile, Event, RunData, Trace
+from diag.trace.run import Compile, Event, RunData, Trace
 
 ANALYZER = "graph-breaks"
 

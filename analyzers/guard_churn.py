@@ -25,7 +25,7 @@ import msgspec
 from diag.findings import Finding
 from diag.frames import label as frame_label
 from diag.guards import condition_text
-from diag.run import Compile, Frame, Guard, RunData, Trace
+from diag.trace.run import Compile, Frame, Guard, RunData, Trace
 
 from .common import id_suffix as _id_suffix
 from .recompiles import steps_known, warmup_known

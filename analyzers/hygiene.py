@@ -14,7 +14,7 @@ compiles: calls that fall inside a compile of the same process are torch's and n
 from __future__ import annotations
 
 from diag.findings import Finding
-from diag.run import Event, RunData, Trace
+from diag.trace.run import Event, RunData, Trace
 
 ANALYZER = "warmup-hygiene"
 

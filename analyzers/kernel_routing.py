@@ -24,8 +24,8 @@ import re
 
 from diag.findings import Finding
 from diag.regions import KernelStat, RegionComparison, compare_regions
-from diag.run import Trace
 from diag.stats import FASTER, NOISY, SLOWER, Comparison, compare
+from diag.trace.run import Trace
 
 from .common import format_seconds
 

@@ -27,7 +27,7 @@ from diag.guards import (
     guard_subject,
     mark_dynamic_hint,
 )
-from diag.run import Compile, Frame, Guard, Request, RunData, Trace
+from diag.trace.run import Compile, Frame, Guard, Request, RunData, Trace
 
 from .common import format_seconds as _secs
 from .common import id_suffix as _id_suffix

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from diag.findings import Finding
-from diag.run import Compile, Event, RunData, Step, Trace
+from diag.trace.run import Compile, Event, RunData, Step, Trace
 
 from .common import format_seconds, id_suffix
 
@@ -411,7 +411,7 @@ def _op_use(profiles: list[Any], region: str, op: str) -> _OpUse | None:
     cut by the step's edge would miss ops), and what ran inside them. Kernels count when their
     launch falls inside the op's CPU interval; a CPU-only trace has none, so the op's child ops
     stand in."""
-    from diag.profiles import REGION_PREFIX
+    from diag.trace.profiles import REGION_PREFIX
 
     region_calls = calls = 0
     kernels: Counter[str] = Counter()

@@ -13,7 +13,7 @@ from statistics import median
 
 from diag.findings import Finding
 from diag.offload import StepOffload, offload_breakdown
-from diag.run import RunData, Trace
+from diag.trace.run import RunData, Trace
 
 from .common import format_seconds, id_suffix, process_lines
 

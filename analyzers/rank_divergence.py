@@ -52,8 +52,8 @@ from diag.findings import Finding
 from diag.frames import label as frame_label
 from diag.frames import labels as frame_labels
 from diag.guards import condition_text
-from diag.run import Compile, Event, Guard, Process, RunData, Step, Trace
 from diag.stats import sample
+from diag.trace.run import Compile, Event, Guard, Process, RunData, Step, Trace
 
 from .common import format_seconds as _secs
 from .common import id_suffix as _id_suffix

@@ -17,7 +17,7 @@ import statistics
 from diag.findings import Finding
 from diag.frames import label as frame_label
 from diag.guards import condition_text
-from diag.run import Compile, Event, Frame, Guard, RunData, Step, Trace
+from diag.trace.run import Compile, Event, Frame, Guard, RunData, Step, Trace
 
 from .common import format_seconds as _secs
 from .common import id_suffix as _id_suffix

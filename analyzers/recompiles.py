@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from diag.findings import Finding
 from diag.frames import run_labels
 from diag.guards import condition_text
-from diag.run import Compile, Frame, Guard, Process, RunData, Trace
+from diag.trace.run import Compile, Frame, Guard, Process, RunData, Trace
 
 from .common import format_seconds as _secs
 from .common import id_suffix as _id_suffix

@@ -51,8 +51,8 @@ from dataclasses import dataclass
 
 from diag.findings import Finding
 from diag.frames import label as frame_label
-from diag.run import Compile, Event, Request, RunData, Step, Trace
 from diag.stats import NOISE_SIGMAS, Sample, sample, stands_out
+from diag.trace.run import Compile, Event, Request, RunData, Step, Trace
 
 from .common import format_seconds as _secs
 from .common import id_suffix as _id_suffix

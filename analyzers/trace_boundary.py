@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from diag.findings import Finding
-from diag.run import Compile, Event, Frame, RunData, Trace
+from diag.trace.run import Compile, Event, Frame, RunData, Trace
 
 from .common import format_seconds, id_suffix, process_lines
 from .graph_breaks import reason_of

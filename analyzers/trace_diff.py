@@ -14,7 +14,7 @@ from collections import Counter
 from typing import Any
 
 from diag.findings import Finding
-from diag.run import RunData, Trace
+from diag.trace.run import RunData, Trace
 
 from .common import format_seconds
 

@@ -55,7 +55,7 @@ class Row:
 
 
 def _diag_torch_trace(path: Path) -> dict[str, Any]:
-    from diag.torchtrace import load_torch_trace
+    from diag.trace.torchtrace import load_torch_trace
 
     trace = load_torch_trace(path)
     run = trace.compiled
@@ -156,14 +156,14 @@ def _explain_torch_trace(row: Row) -> None:
 
 
 def _diag_kineto(path: Path) -> dict[str, Any]:
-    from diag.kineto import read_kineto
     from diag.offload import breakdown, union_s
-    from diag.profiles import profiles_from_kineto
+    from diag.trace.kineto import read_kineto
+    from diag.trace.profiles import profiles_from_kineto
 
     trace = read_kineto(path)
     kernels = [a for a in trace.activities if a.kind == "kernel"]
     copies = [a for a in trace.activities if a.kind == "memcpy"]
-    # GPU work with no launch record belongs to no step (diag.profiles): idle is measured
+    # GPU work with no launch record belongs to no step (diag.trace.profiles): idle is measured
     # over the launched work, as per step.
     launched = any(a.launch_ts >= 0 for a in trace.activities)
     gpu = [a for a in trace.activities if a.launch_ts >= 0 or not launched]

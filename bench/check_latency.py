@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from diag.check.allowlist import Allowlist  # noqa: E402
 from diag.check.policy import Policy  # noqa: E402
-from diag.run import load_trace  # noqa: E402
+from diag.trace.run import load_trace  # noqa: E402
 from tests.analyzers.support import write_trace  # noqa: E402
 
 TARGET_S = 0.5

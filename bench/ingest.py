@@ -43,8 +43,8 @@ if mode == "hta":
     rows = len(frame)
     kernels = int((frame["cat"] == analysis.t.symbol_table.get_sym_id_map()["kernel"]).sum())
 else:
-    from diag.kineto import read_kineto
-    from diag.kinetocache import load_kineto
+    from diag.trace.kineto import read_kineto
+    from diag.trace.kinetocache import load_kineto
     from pathlib import Path
     start = time.perf_counter()
     if mode == "diag-read":

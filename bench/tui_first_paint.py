@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from synth_kineto import WINDOW, make_trace_dir  # noqa: E402
 
-from diag.traceformat import CACHE_DIR  # noqa: E402
+from diag.trace.format import CACHE_DIR  # noqa: E402
 
 TARGET_S = 1.5
 SOCKET = "diag-tui-bench"

@@ -23,7 +23,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from diag.profilespec import ProfileSpec, parse_profile_spec
-from diag.traceformat import KINETO_DIR, safe_name
+from diag.trace.format import KINETO_DIR, safe_name
 
 if TYPE_CHECKING:
     from .session import Session

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from diag import __version__
-from diag.events import EventWriter
-from diag.traceformat import (
+from diag.trace.events import EventWriter
+from diag.trace.format import (
     ENV_PROFILE,
     ENV_RUN_LABEL,
     ENV_STANCE,

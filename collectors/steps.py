@@ -13,7 +13,7 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from diag.traceformat import ENV_WARMUP_REQUESTS
+from diag.trace.format import ENV_WARMUP_REQUESTS
 
 if TYPE_CHECKING:
     from .session import Session

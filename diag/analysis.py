@@ -12,7 +12,7 @@ from types import ModuleType
 
 from diag.errors import DiagError
 from diag.findings import Finding
-from diag.run import Trace
+from diag.trace.run import Trace
 
 #: Analyzers that read Kineto windows; the others need only the event files.
 KERNEL_ANALYZERS = ("kernel-routing", "offload-bound", "trace-diff")
@@ -38,8 +38,8 @@ def preload_profiles(trace: Trace, only: list[str] | None = None, show: bool = T
     terminal, so the slow part of an analysis is visible and happens once."""
     if only is not None and not set(only) & set(KERNEL_ANALYZERS):
         return
-    from diag.profiles import step_profiles
     from diag.progress import ProgressBar
+    from diag.trace.profiles import step_profiles
 
     with ProgressBar("reading profiler traces", force=False) as bar:
         for run in (trace.compiled, trace.reference):

@@ -15,7 +15,7 @@ import weakref
 from collections.abc import Iterable
 from pathlib import PurePosixPath
 
-from diag.run import Compile, Frame, RunData
+from diag.trace.run import Compile, Frame, RunData
 
 UNKNOWN = "<unknown frame>"
 

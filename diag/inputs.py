@@ -14,7 +14,7 @@ from typing import Any
 
 from diag.errors import DiagError
 from diag.progress import ProgressCallback
-from diag.run import Process, Request, RunData, Step, Trace, load_trace
+from diag.trace.run import Process, Request, RunData, Step, Trace, load_trace
 
 
 def open_input(
@@ -33,7 +33,7 @@ def open_input(
     if torch_trace is not None:
         if against is not None:
             raise DiagError("--against compares kernels: use it with TRACE_DIR or --kineto")
-        module = importlib.import_module("diag.torchtrace")
+        module = importlib.import_module("diag.trace.torchtrace")
         trace: Trace = module.load_torch_trace(torch_trace, progress)
         return trace
     if kineto is not None:
@@ -60,8 +60,8 @@ def kineto_run(
 ) -> RunData:
     """One torch.profiler trace file as a run with one process and its profiled steps; what the
     file does not hold for the analyses is added to `notices`."""
-    kineto = importlib.import_module("diag.kinetocache")
-    profiles_module = importlib.import_module("diag.profiles")
+    kineto = importlib.import_module("diag.trace.kinetocache")
+    profiles_module = importlib.import_module("diag.trace.profiles")
     _check_kineto_path(path)
     parsed = kineto.load_kineto(path, None, progress)
     profiles = profiles_module.profiles_from_kineto(label, parsed)

@@ -25,8 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from diag.errors import DiagError
-from diag.manifest import new_manifest, write_manifest
-from diag.traceformat import (
+from diag.trace.format import (
     ENV_PROFILE,
     ENV_REQUEST_FN,
     ENV_RUN_LABEL,
@@ -45,6 +44,7 @@ from diag.traceformat import (
     run_dir,
     safe_name,
 )
+from diag.trace.manifest import new_manifest, write_manifest
 
 
 def _bootstrap_dir() -> Path:

@@ -12,8 +12,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from diag.profiles import StepProfile, step_profiles
-from diag.run import RunData
+from diag.trace.profiles import StepProfile, step_profiles
+from diag.trace.run import RunData
 
 #: A step is offload-bound when copies take at least this share of its GPU window, or outlast
 #: compute while the GPU is busy at least this share of it (a mostly idle GPU is bound by

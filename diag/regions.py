@@ -17,8 +17,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from diag.profiles import REGION_PREFIX, StepProfile, step_profiles
-from diag.run import RunData, Trace
+from diag.trace.profiles import REGION_PREFIX, StepProfile, step_profiles
+from diag.trace.run import RunData, Trace
 
 _INDUCTOR = re.compile(r"^(triton_|cpp_fused|cpp_|Torch-Compiled|## Call CompiledFxGraph)")
 _LIBRARY = re.compile(

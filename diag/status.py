@@ -17,8 +17,7 @@ import socket
 from dataclasses import dataclass, field
 from typing import Any
 
-from diag.run import RunData, Trace
-from diag.traceformat import (
+from diag.trace.format import (
     BOOTSTRAP_ERRORS,
     FORMAT_NAME,
     STATUS_COMPLETE,
@@ -27,6 +26,7 @@ from diag.traceformat import (
     STATUS_KILLED,
     STATUS_RUNNING,
 )
+from diag.trace.run import RunData, Trace
 
 # Notice kinds (docs/FINDINGS.md).
 RECORDING_INCOMPLETE = "recording-incomplete"

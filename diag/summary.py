@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from diag.traceformat import BOOTSTRAP_ERRORS, EVENTS_FILE, RUNS_DIR
+from diag.trace.format import BOOTSTRAP_ERRORS, EVENTS_FILE, RUNS_DIR
 
 
 def iter_events(path: Path) -> Iterator[dict[str, Any]]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from diag.run import Trace, load_trace
+from diag.trace.run import Trace, load_trace
 
 RecordFixture = Callable[..., Trace]
 

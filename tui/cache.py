@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from rich.text import Text
 
 from diag.frames import label as frame_label
-from diag.run import Frame, RunData
+from diag.trace.run import Frame, RunData
 
 from .cells import lines, shape, text
 from .loader import TraceData

@@ -12,7 +12,7 @@ from typing import Any
 
 from rich.text import Text
 
-from diag.run import Compile, Event, Frame, RunData
+from diag.trace.run import Compile, Event, Frame, RunData
 
 from .cells import seconds
 

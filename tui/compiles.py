@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from rich.text import Text
 
 from diag.frames import label as frame_label
-from diag.run import Compile, RunData
+from diag.trace.run import Compile, RunData
 
 from .cells import field, lines, seconds, text
 from .compile_internals import compile_internals

@@ -1,13 +1,13 @@
 """What the UI shows, loaded in two stages so the light part is on screen while Kineto loads.
 
 Stage one (`load_events`) reads the event files and runs the event analyzers: fast even on big
-traces. Stage two (`load_kernels`) parses the Kineto windows (cached by diag.profiles), breaks
+traces. Stage two (`load_kernels`) parses the Kineto windows (cached by diag.trace.profiles), breaks
 profiled steps into copies, syncs and compute, compares kernels per compiled region against the
 reference run, and runs the kernel analyzers. Both are plain functions of the trace directory
 (no Textual), run by the app in a worker thread and reporting through `progress`.
 
-The kernel-level modules (diag.profiles, diag.offload, diag.regions) are imported when stage two
-runs, so stage one (and the first paint) never pays for them.
+The kernel-level modules (diag.trace.profiles, diag.offload, diag.regions) are imported when
+stage two runs, so stage one (and the first paint) never pays for them.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from diag.errors import DiagError
 from diag.findings import Finding, sort_findings
 from diag.grouping import group_findings
-from diag.run import Trace, load_trace
+from diag.trace.run import Trace, load_trace
 
 if TYPE_CHECKING:
     from diag.offload import StepOffload
@@ -88,8 +88,8 @@ def load_kernels(data: TraceData, progress: Progress = _no_progress) -> KernelDa
     to `data.findings`. Returns what it could, with a note when a part is unavailable."""
     # Imported here: stage one (and the first paint) never pays for the Kineto readers.
     from diag.offload import offload_breakdown
-    from diag.profiles import step_profiles
     from diag.regions import compare_regions
+    from diag.trace.profiles import step_profiles
 
     trace = data.trace
     result = KernelData()

@@ -15,8 +15,8 @@ from textual.widgets import Static
 
 from diag.findings import SEVERITIES, Finding
 from diag.paths import shown_location
-from diag.run import RunData, Trace
 from diag.status import assess
+from diag.trace.run import RunData, Trace
 
 from .cells import field, lines, seconds, text
 from .evidence import evidence_for

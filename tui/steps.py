@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual.app import ComposeResult
 
-from diag.run import Compile, Event, RunData, Step
+from diag.trace.run import Compile, Event, RunData, Step
 
 from .cells import field, lines, seconds, shape, size, text, yes
 from .loader import TraceData

@@ -9,7 +9,7 @@ import os
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from diag.traceformat import ENV_REQUEST_FN, ENV_STEP_FN, ENV_WARMUP_FN
+from diag.trace.format import ENV_REQUEST_FN, ENV_STEP_FN, ENV_WARMUP_FN
 
 from ..importhook import on_import
 

@@ -15,7 +15,7 @@ from diag.check.policy import Policy
 from diag.check.rules import trace_rules
 from diag.check.verdict import Verdict
 from diag.errors import DiagError
-from diag.run import Trace, load_trace
+from diag.trace.run import Trace, load_trace
 
 
 def load_checked(path: Path, what: str = "trace") -> Trace:

@@ -15,7 +15,7 @@ from typing import Any
 
 from diag.check.policy import AllowEntry
 from diag.findings import Finding
-from diag.run import Compile, Guard
+from diag.trace.run import Compile, Guard
 
 
 @dataclass(frozen=True)

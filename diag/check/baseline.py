@@ -27,8 +27,8 @@ from diag.check.text import (
     where,
 )
 from diag.check.verdict import FAIL, SKIP, Allowed, RuleResult, Violation
-from diag.run import Compile, Guard, RunData, Step, Trace
 from diag.stats import SLOWER, Comparison, compare
+from diag.trace.run import Compile, Guard, RunData, Step, Trace
 
 _NUMBER = re.compile(r"\d+")
 

@@ -32,8 +32,8 @@ from diag.errors import DiagError
 from diag.findings import Finding
 from diag.frames import label as frame_label
 from diag.paths import shown_location
-from diag.run import Compile, Frame, RunData, Trace
-from diag.traceformat import BOOTSTRAP_ERRORS, STATUS_COMPLETE
+from diag.trace.format import BOOTSTRAP_ERRORS, STATUS_COMPLETE
+from diag.trace.run import Compile, Frame, RunData, Trace
 
 LIVE_COMPILE = "live-compile"
 #: torch._dynamo.config.recompile_limit's default.

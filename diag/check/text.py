@@ -10,7 +10,7 @@ import msgspec
 from diag.frames import label as frame_label
 from diag.guards import condition_text, full_user_location
 from diag.paths import shown_location, shown_path
-from diag.run import Compile, Frame, Guard, RunData, Trace
+from diag.trace.run import Compile, Frame, Guard, RunData, Trace
 
 _SITE = "site-packages/"
 

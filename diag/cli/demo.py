@@ -73,8 +73,8 @@ class DemoCommand:
         for summary in summarize(trace_dir):
             for line in summary.lines():
                 print(f"  {line}", file=sys.stderr)
-        from diag.run import load_trace
         from diag.status import assess
+        from diag.trace.run import load_trace
 
         print(findings_to_text(analyze_trace(trace_dir), assess(load_trace(trace_dir))))
         print(

@@ -15,8 +15,8 @@ from diag.findings import Finding
 from diag.report.html import Header, Section, render_page
 from diag.report.plot import Limits
 from diag.report.sections import build_sections
-from diag.run import Trace
 from diag.status import assess
+from diag.trace.run import Trace
 
 
 @dataclass

@@ -11,7 +11,7 @@ from typing import Any
 
 from diag.frames import label as frame_label
 from diag.report.escape import html_text
-from diag.run import Compile, Event, Frame, RunData
+from diag.trace.run import Compile, Event, Frame, RunData
 
 _PHASES = (
     ("total_s", "total"),

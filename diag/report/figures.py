@@ -24,7 +24,7 @@ from diag.report.plot import (
     run_origin,
     seconds,
 )
-from diag.run import Compile, Frame, RunData, Step
+from diag.trace.run import Compile, Frame, RunData, Step
 
 PHASE_COLOURS = {"warmup": "#9aa8d8", "live": "#1f5fa8"}
 #: Compile result -> (legend name, colour, marker symbol).

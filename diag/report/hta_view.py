@@ -27,7 +27,7 @@ import plotly.graph_objects as go  # type: ignore[import-untyped]
 
 from diag.report.escape import html_text, plot_text
 from diag.report.plot import Plot, new_figure
-from diag.run import Process, RunData
+from diag.trace.run import Process, RunData
 
 #: Windows analysed at most (each costs HTA a parse; a run profiling every step has hundreds).
 MAX_WINDOWS = 12
@@ -140,7 +140,7 @@ def _quiet() -> Iterator[None]:
 def _diag_kernel_total(run: RunData, process: Process, path: Path) -> tuple[float | None, str]:
     """diag's own sum of kernel durations (us) in the window, and the window's platform."""
     try:
-        cache = importlib.import_module("diag.kinetocache")
+        cache = importlib.import_module("diag.trace.kinetocache")
         cache_dir = run.cache_dir / process.folder.name if run.cache_dir else None
         parsed = cache.load_kineto(path, cache_dir, None)
     except Exception:  # the HTA section must not depend on diag's parser

@@ -8,7 +8,7 @@ from typing import Any
 
 import plotly.graph_objects as go  # type: ignore[import-untyped]
 
-from diag.run import RunData
+from diag.trace.run import RunData
 
 #: plotly ships no type information; a figure is a plotly.graph_objects.Figure.
 Figure = Any

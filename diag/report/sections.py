@@ -12,8 +12,8 @@ from diag.findings import Finding
 from diag.report.findings_table import findings_table
 from diag.report.html import Section
 from diag.report.plot import Limits
-from diag.run import RunData, Trace
 from diag.status import assess
+from diag.trace.run import RunData, Trace
 
 
 def main_run(trace: Trace) -> RunData | None:

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from diag.run import Trace, load_trace
+from diag.trace.run import Trace, load_trace
 
 
 def write_trace(folder: Path, events: list[dict[str, Any]]) -> Trace:

@@ -14,8 +14,8 @@ from pathlib import Path
 from diag.analyzers import get_analyzer
 from diag.analyzers.cache_bloat import analyze
 from diag.fixtures.ground_truth import BLOCK_FILE, BLOCK_FRAME, GUIDER_FRAME, expectation
-from diag.run import Trace
-from diag.torchtrace import load_torch_trace
+from diag.trace.run import Trace
+from diag.trace.torchtrace import load_torch_trace
 from tests.fixture_lines import fixture_line
 
 RecordFixture = Callable[..., Trace]

@@ -12,7 +12,7 @@ import pytest
 
 from diag.analyzers.compile_time import analyze
 from diag.findings import Finding
-from diag.run import load_trace
+from diag.trace.run import load_trace
 from tests.integration.support import PYTHON, diag_record
 
 PROGRAM = textwrap.dedent(

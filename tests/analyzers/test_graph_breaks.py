@@ -11,7 +11,7 @@ import pytest
 from diag.analyzers import get_analyzer
 from diag.analyzers.graph_breaks import analyze, reason_of
 from diag.findings import Finding
-from diag.run import Trace, load_trace
+from diag.trace.run import Trace, load_trace
 from tests.integration.support import PYTHON, diag_record
 
 RecordFixture = Callable[..., Trace]

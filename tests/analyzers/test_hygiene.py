@@ -11,7 +11,7 @@ from pathlib import Path
 from diag.analyzers import get_analyzer
 from diag.analyzers.hygiene import analyze
 from diag.fixtures.ground_truth import expectation
-from diag.run import Trace, load_trace
+from diag.trace.run import Trace, load_trace
 from tests.integration.support import PYTHON, diag_record
 
 RecordFixture = Callable[..., Trace]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from diag.analysis import analyze
 from diag.regions import compare_regions, kernel_kind
-from diag.run import load_trace
+from diag.trace.run import load_trace
 from tests.conftest import RecordFixture
 from tests.h200data import h200_file, h200_trace
 

@@ -13,8 +13,8 @@ from pathlib import Path
 from diag.analysis import analyze
 from diag.analyzers.kernel_routing import COST_BAND, cost
 from diag.regions import KernelStat, RegionComparison
-from diag.run import load_trace
 from diag.stats import FASTER, NOISY, SAME, SLOWER
+from diag.trace.run import load_trace
 from tests.h200data import h200_trace
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from diag.analyzers.kernel_routing import _missing
 from diag.regions import KernelStat, RegionComparison
-from diag.run import load_trace
+from diag.trace.run import load_trace
 from tests.h200data import h200_trace
 
 RMS = KernelStat("_rms_norm_fwd_kernel", "custom", 96, 0.0005)

@@ -24,7 +24,7 @@ from diag.analyzers.magi import analyze, magi_owned_failure
 from diag.collectors.magi import _explain
 from diag.findings import Finding
 from diag.fixtures.ground_truth import magi_expectation
-from diag.run import Trace, load_trace
+from diag.trace.run import Trace, load_trace
 from tests.integration.support import PYTHON, diag_record
 
 RecordFixture = Callable[..., Trace]

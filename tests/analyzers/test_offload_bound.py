@@ -10,7 +10,7 @@ from pathlib import Path
 
 from diag.analysis import analyze
 from diag.offload import offload_breakdown, union_s
-from diag.run import load_trace
+from diag.trace.run import load_trace
 from tests.conftest import RecordFixture
 from tests.h200data import h200_file, h200_trace
 

@@ -17,7 +17,7 @@ import pytest
 from diag.analyzers import get_analyzer
 from diag.analyzers.rank_divergence import SKEW_FLOOR_S, SKEW_RATIO, analyze
 from diag.findings import Finding
-from diag.run import Trace, load_trace
+from diag.trace.run import Trace, load_trace
 
 from .support import write_trace
 

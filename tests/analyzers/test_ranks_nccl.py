@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from diag.analysis import analyze
-from diag.run import load_trace
+from diag.trace.run import load_trace
 from tests.h200data import H200, h200_trace
 
 

@@ -17,7 +17,7 @@ from diag.analyzers import get_analyzer
 from diag.analyzers.recompile_limit import analyze
 from diag.findings import Finding
 from diag.fixtures.ground_truth import BLOCK_FILE, BLOCK_FRAME, expectation
-from diag.run import Trace
+from diag.trace.run import Trace
 from tests.fixture_lines import fixture_line
 
 from .support import write_trace as _write_trace

@@ -24,8 +24,8 @@ import pytest
 from diag.analyzers import get_analyzer, run_analyzers
 from diag.analyzers.recompiles import analyze
 from diag.findings import Finding
-from diag.run import Trace, load_trace
-from diag.torchtrace import load_torch_trace
+from diag.trace.run import Trace, load_trace
+from diag.trace.torchtrace import load_torch_trace
 
 from .support import write_trace
 

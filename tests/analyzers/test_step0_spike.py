@@ -17,7 +17,7 @@ from diag.analyzers import get_analyzer
 from diag.analyzers.step0_spike import FACTOR, FLOOR_S, analyze
 from diag.findings import Finding
 from diag.fixtures.ground_truth import expectation
-from diag.run import Trace, load_trace
+from diag.trace.run import Trace, load_trace
 
 from .support import write_trace as _write_trace
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from diag.analyzers.guard_churn import _limit_text
 from diag.analyzers.live_compiles import analyze as live_compiles
 from diag.findings import Finding, findings_to_text
-from diag.run import load_trace
+from diag.trace.run import load_trace
 from tests.h200data import h200_trace
 
 

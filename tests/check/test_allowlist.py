@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from diag.fixtures.ground_truth import BLOCK_FRAME, expectation
-from diag.run import Trace
+from diag.trace.run import Trace
 
 from .support import compile_event, run_check, served_trace, size_guard, write_policy
 

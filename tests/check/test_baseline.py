@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from diag.fixtures.ground_truth import BLOCK_FRAME, expectation
-from diag.run import Trace
+from diag.trace.run import Trace
 
 from .support import (
     MS,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from diag import paths
-from diag.traceformat import BOOTSTRAP_ERRORS
+from diag.trace.format import BOOTSTRAP_ERRORS
 
 from .support import (
     compile_event,

@@ -20,7 +20,7 @@ import pytest
 
 from diag.analysis import analyze
 from diag.findings import Finding
-from diag.run import RunData, Trace, load_trace
+from diag.trace.run import RunData, Trace, load_trace
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "lightx2v"
 CASES = ("model-offload", "block-offload", "phase-offload")

@@ -30,8 +30,8 @@ from diag.fixtures.distributed import (
     split_passes,
 )
 from diag.fixtures.ground_truth import BLOCK_FRAME, expectation
-from diag.run import Trace, load_trace
 from diag.summary import summarize_run
+from diag.trace.run import Trace, load_trace
 
 from .support import PYTHON, diag_record
 

@@ -13,7 +13,7 @@ import pytest
 from diag.analysis import analyze
 from diag.inputs import open_input
 from diag.report.build import Report, build_report
-from diag.run import Trace
+from diag.trace.run import Trace
 from tests.conftest import RecordFixture
 
 #: Planted in a copy of a real recording: frame names, request ids, guard text, the command.

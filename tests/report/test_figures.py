@@ -8,7 +8,7 @@ import pytest
 
 from diag.report.figures import cache_entries, compile_timeline, step_times
 from diag.report.plot import Limits, percentile
-from diag.run import Trace
+from diag.trace.run import Trace
 from tests.conftest import RecordFixture
 from tests.fixture_lines import fixture_line
 

@@ -10,10 +10,10 @@ import pytest
 
 from diag.findings import Finding
 from diag.inputs import open_input
-from diag.kineto import read_kineto
 from diag.report.build import build_report
 from diag.report.hta_view import hta_available, hta_breakdown, hta_plot, hta_table
-from diag.run import Trace
+from diag.trace.kineto import read_kineto
+from diag.trace.run import Trace
 from tests.h200data import h200_trace
 
 pytestmark = pytest.mark.skipif(not hta_available(), reason="the hta extra is not installed")

@@ -11,7 +11,7 @@ from diag.offload import offload_breakdown
 from diag.regions import compare_regions
 from diag.report.kernel_figures import offload_chart, region_comparison
 from diag.report.plot import Limits, ms
-from diag.run import Trace
+from diag.trace.run import Trace
 from tests.h200data import h200_trace
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from diag.frames import UNKNOWN, label, labels, qualified, run_labels, short_file
-from diag.run import Compile, Frame, RunData
+from diag.trace.run import Compile, Frame, RunData
 
 OFFLOAD = "/src/LightX2V/lightx2v/models/networks/wan/infer/offload/transformer_infer.py"
 COMMON = "/src/LightX2V/lightx2v/common/transformer_infer/transformer_infer.py"

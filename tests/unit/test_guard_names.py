@@ -9,7 +9,7 @@ from pathlib import Path
 
 from diag.analyzers import run_analyzers
 from diag.guards import condition_text, readable_source
-from diag.run import Guard, load_trace
+from diag.trace.run import Guard, load_trace
 
 from ..h200data import h200_trace
 

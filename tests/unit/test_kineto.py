@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-import diag.kineto as kineto
+import diag.trace.kineto as kineto
 from diag.errors import DiagError
-from diag.kineto import KinetoTrace, read_kineto
+from diag.trace.kineto import KinetoTrace, read_kineto
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO.parent / "shared" / "data" / "kineto"
@@ -424,7 +424,7 @@ def test_replicated_trace_keeps_its_joins(tmp_path: Path) -> None:
 
 
 def test_synthetic_trace_directory(tmp_path: Path) -> None:
-    from diag.run import load_trace
+    from diag.trace.run import load_trace
 
     folder = _synth().make_trace_dir(tmp_path / "t", 20_000)
     trace = load_trace(folder)

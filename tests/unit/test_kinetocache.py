@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-import diag.kinetocache as kinetocache
+import diag.trace.kinetocache as kinetocache
 from diag.errors import DiagError
-from diag.kineto import KinetoTrace, read_kineto
-from diag.kinetocache import CACHE_DIR, MAGIC, cache_path, load_kineto
+from diag.trace.kineto import KinetoTrace, read_kineto
+from diag.trace.kinetocache import CACHE_DIR, MAGIC, cache_path, load_kineto
 
 H200 = Path(__file__).resolve().parents[1] / "data" / "h200"
 SOURCE = H200 / "wan-routing.json.gz"

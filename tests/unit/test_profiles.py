@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from diag.kineto import read_kineto
-from diag.profiles import profiles_from_kineto, step_number, step_profiles
-from diag.run import load_trace
+from diag.trace.kineto import read_kineto
+from diag.trace.profiles import profiles_from_kineto, step_number, step_profiles
+from diag.trace.run import load_trace
 from tests.h200data import h200_trace
 
 H200 = Path(__file__).resolve().parents[1] / "data" / "h200"

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from diag.kineto import Annotation, CpuOp
-from diag.profiles import REGION_PREFIX, StepProfile
 from diag.regions import compare_regions
-from diag.run import Compile, Frame, RunData, Trace
+from diag.trace.kineto import Annotation, CpuOp
+from diag.trace.profiles import REGION_PREFIX, StepProfile
+from diag.trace.run import Compile, Frame, RunData, Trace
 
 
 def _profile(run: str, step: int, region_ms: float) -> StepProfile:

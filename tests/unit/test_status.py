@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from diag.findings import Finding, findings_to_json, findings_to_text
-from diag.run import load_trace
 from diag.status import assess
+from diag.trace.run import load_trace
 
 PROCESS = {"t": 1, "ev": "process_start", "pid": 7, "ppid": 1, "argv": ["serve"]}
 END = {"t": 99, "ev": "process_end", "gpu": None}
@@ -117,7 +117,7 @@ def test_text_and_json_with_findings_keep_the_notices_first(tmp_path: Path) -> N
 
 
 def test_an_imported_torch_trace_says_no_steps_and_how(tmp_path: Path) -> None:
-    from diag.run import RunData, Trace
+    from diag.trace.run import RunData, Trace
 
     trace = Trace(
         tmp_path,

@@ -14,7 +14,7 @@ import pytest
 from diag.analysis import analyze
 from diag.errors import DiagError
 from diag.inputs import input_warnings, open_input
-from diag.torchtrace import load_torch_trace
+from diag.trace.torchtrace import load_torch_trace
 
 THIRD_PARTY = Path(__file__).resolve().parents[1] / "data" / "third_party"
 TLPARSE = THIRD_PARTY / "tlparse"
@@ -139,7 +139,7 @@ def test_same_rank_without_names_to_tell_them_apart(tmp_path: Path) -> None:
 
 
 def test_a_byte_order_mark_is_read_past(tmp_path: Path) -> None:
-    from diag.kineto import read_kineto
+    from diag.trace.kineto import read_kineto
 
     trace = gzip.decompress((HTA / "trace_compare_base.json.gz").read_bytes())
     (tmp_path / "bom.json").write_bytes(b"\xef\xbb\xbf" + trace)

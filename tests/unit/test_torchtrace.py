@@ -19,8 +19,8 @@ import pytest
 
 from diag.errors import DiagError
 from diag.findings import Finding
-from diag.run import Frame, Trace
-from diag.torchtrace import load_torch_trace
+from diag.trace.run import Frame, Trace
+from diag.trace.torchtrace import load_torch_trace
 
 SHARED_TRACES = Path(__file__).resolve().parents[3] / "shared" / "data" / "torch_trace"
 
@@ -599,7 +599,7 @@ def test_analyze_cli_reads_a_torch_trace_directory(
 def test_import_loads_no_torch() -> None:
     """`diag analyze --torch-trace` reads logs of any torch, on a machine without one."""
     code = (
-        "import sys, diag.torchtrace\n"
+        "import sys, diag.trace.torchtrace\n"
         "print(sorted(m for m in sys.modules if m.startswith('torch')))"
     )
     result = subprocess.run(

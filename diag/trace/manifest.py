@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from diag import __version__
-from diag.traceformat import FORMAT_NAME, FORMAT_VERSION, MANIFEST, STATUS_RUNNING
+from diag.trace.format import FORMAT_NAME, FORMAT_VERSION, MANIFEST, STATUS_RUNNING
 
 
 def new_manifest(command: list[str], options: dict[str, Any]) -> dict[str, Any]:

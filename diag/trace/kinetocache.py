@@ -23,8 +23,8 @@ from pathlib import Path
 
 import msgspec
 
-from diag.kineto import PARSER_VERSION, KinetoTrace, Progress, read_kineto
-from diag.traceformat import CACHE_DIR
+from diag.trace.format import CACHE_DIR
+from diag.trace.kineto import PARSER_VERSION, KinetoTrace, Progress, read_kineto
 
 __all__ = ["CACHE_DIR", "CACHE_FORMAT", "cache_path", "load_kineto"]
 

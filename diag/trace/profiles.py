@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from diag.progress import ProgressCallback
-from diag.run import Process, RunData, Step
+from diag.trace.run import Process, RunData, Step
 
 REGION_PREFIX = "diag.region:"
 # torch writes `ProfilerStep#<int>`; a hand-made or foreign trace may not (`#abc`, `#1.5`).
@@ -37,10 +37,10 @@ class StepProfile:
     platform: str
     start_ts: float
     end_ts: float
-    activities: list[Any] = field(default_factory=list)  # diag.kineto.Activity
-    cpu_ops: list[Any] = field(default_factory=list)  # diag.kineto.CpuOp
-    syncs: list[Any] = field(default_factory=list)  # diag.kineto.Sync
-    annotations: list[Any] = field(default_factory=list)  # diag.kineto.Annotation
+    activities: list[Any] = field(default_factory=list)  # diag.trace.kineto.Activity
+    cpu_ops: list[Any] = field(default_factory=list)  # diag.trace.kineto.CpuOp
+    syncs: list[Any] = field(default_factory=list)  # diag.trace.kineto.Sync
+    annotations: list[Any] = field(default_factory=list)  # diag.trace.kineto.Annotation
     #: When the GPU could start on this step: the end of the previous step's GPU work when the
     #: GPU runs behind the CPU, or the first GPU activity of a trace cut into no steps. GPU time
     #: before it belongs to earlier work, not to this step's idle.
@@ -87,7 +87,7 @@ def step_profiles(run: RunData, progress: ProgressCallback | None = None) -> lis
 
 
 def _load(run: RunData, progress: ProgressCallback | None) -> list[StepProfile]:
-    cache = importlib.import_module("diag.kinetocache")
+    cache = importlib.import_module("diag.trace.kinetocache")
     windows = _windows(run)
     total = sum(_size(path) for _, _, path, _ in windows) or 1
     done = 0

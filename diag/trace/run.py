@@ -2,7 +2,7 @@
 
 Built by `load_trace(path)` from the manifest and the per-process event files (docs/FORMAT.md)
 with the standard library only, so `diag check` stays fast. Kineto traces are not read here:
-they are opened on demand by the analyses that need kernels (diag.profiles).
+they are opened on demand by the analyses that need kernels (diag.trace.profiles).
 """
 
 from __future__ import annotations
@@ -19,7 +19,14 @@ import msgspec
 
 from diag.errors import DiagError
 from diag.summary import decode_event
-from diag.traceformat import CACHE_DIR, EVENTS_FILE, FORMAT_NAME, FORMAT_VERSION, MANIFEST, RUNS_DIR
+from diag.trace.format import (
+    CACHE_DIR,
+    EVENTS_FILE,
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    MANIFEST,
+    RUNS_DIR,
+)
 
 Position = tuple[str, str | None, int | None]  # phase, request id, step
 
@@ -215,7 +222,7 @@ class RunData:
     collector_errors: list[dict[str, Any]] = field(default_factory=list)
     # Where derived data (the parsed Kineto cache) may be written; None: don't cache.
     cache_dir: Path | None = None
-    # Step profiles (diag.profiles.StepProfile), filled on first use or by an importer.
+    # Step profiles (diag.trace.profiles.StepProfile), filled on first use or by an importer.
     profiles: list[Any] | None = None
     # Indexes built on first query (analyzers ask the same questions many times).
     _by_kind: tuple[int, dict[str, list[Event]]] | None = field(default=None, repr=False)

@@ -39,7 +39,7 @@ from typing import IO, Any, cast
 
 from diag.errors import DiagError
 from diag.guards import parse_recompile_reasons
-from diag.run import Compile, Event, Frame, Guard, Process, RunData, Trace
+from diag.trace.run import Compile, Event, Frame, Guard, Process, RunData, Trace
 
 FORMAT_NAME = "torch-trace"
 RUN_LABEL = "compiled"
