@@ -12,28 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 from diag.compile_metrics import breakdown
 
+from .structured import listen
+
 if TYPE_CHECKING:
     from .session import Session
 
-_TRACE_LOGGER = "torch.__trace"
 _KEYS = ("compilation_metrics", "compilation_metrics_runtime")
-
-
-class _Handler(logging.Handler):
-    def __init__(self, collector: CompileTiming) -> None:
-        super().__init__(level=logging.DEBUG)
-        self.collector = collector
-
-    def emit(self, record: logging.LogRecord) -> None:
-        metadata = getattr(record, "metadata", None)
-        if not isinstance(metadata, dict):
-            return
-        try:
-            for key in _KEYS:
-                if isinstance(metadata.get(key), dict):
-                    self.collector.on_metrics(metadata[key], runtime=key.endswith("_runtime"))
-        except Exception as exc:  # noqa: BLE001 - a logging handler must never raise
-            self.collector.session.collector_error("compile_timing", exc)
 
 
 class CompileTiming:
@@ -43,10 +27,13 @@ class CompileTiming:
     @classmethod
     def install(cls, session: Session) -> CompileTiming:
         collector = cls(session)
-        logger = logging.getLogger(_TRACE_LOGGER)
-        logger.setLevel(logging.DEBUG)
-        logger.addHandler(_Handler(collector))
+        listen(session, "compile_timing", collector.on_structured)
         return collector
+
+    def on_structured(self, metadata: dict[str, Any], record: logging.LogRecord) -> None:
+        for key in _KEYS:
+            if isinstance(metadata.get(key), dict):
+                self.on_metrics(metadata[key], runtime=key.endswith("_runtime"))
 
     def on_metrics(self, metrics: dict[str, Any], runtime: bool) -> None:
         phases = breakdown(metrics)

@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 from diag.guards import guard_tree_locations, parse_recompile_reasons
 
+from .structured import listen
 from .userframes import innermost_user_frame
 
 if TYPE_CHECKING:
     from .session import Session
 
-_TRACE_LOGGER = "torch.__trace"
 _LIMIT_RE = re.compile(r"recompile[_ ]limit|cache_size_limit|cache size limit", re.IGNORECASE)
 _BREAK_AT_RE = re.compile(r"Graph break in user code at (?P<where>\S+)")
 _BREAK_REASON_RE = re.compile(r"Graph Break Reason:\s*(?P<reason>.+)")
@@ -46,21 +46,6 @@ def bounded_reason(text: object) -> str | None:
     return text[:MAX_FAIL_REASON] + f"\n... ({len(text) - MAX_FAIL_REASON} more characters)"
 
 
-class _Handler(logging.Handler):
-    def __init__(self, collector: CompileCollector) -> None:
-        super().__init__(level=logging.DEBUG)
-        self.collector = collector
-
-    def emit(self, record: logging.LogRecord) -> None:
-        metadata = getattr(record, "metadata", None)
-        if not isinstance(metadata, dict):
-            return
-        try:
-            self.collector.on_structured(metadata, record)
-        except Exception as exc:  # noqa: BLE001 - a logging handler must never raise
-            self.collector.session.collector_error("compiles", exc)
-
-
 class CompileCollector:
     def __init__(self, session: Session) -> None:
         self.session = session
@@ -75,9 +60,7 @@ class CompileCollector:
     @classmethod
     def install(cls, session: Session) -> CompileCollector:
         collector = cls(session)
-        logger = logging.getLogger(_TRACE_LOGGER)
-        logger.setLevel(logging.DEBUG)
-        logger.addHandler(_Handler(collector))
+        listen(session, "compiles", collector.on_structured)
         collector._wrap_reset()
         return collector
 

@@ -17,10 +17,11 @@ import inspect
 import logging
 from typing import TYPE_CHECKING, Any
 
+from .structured import listen
+
 if TYPE_CHECKING:
     from .session import Session
 
-_TRACE_LOGGER = "torch.__trace"
 #: Every call is sampled until this many, then one call in `_STRIDE`: shapes change at request
 #: boundaries, so a sparse sample still sees them, and a hot per-block callable stays cheap.
 _DENSE_CALLS = 64
@@ -41,21 +42,6 @@ def _user_frame(stack: Any, strings: dict[int, str]) -> str | None:
     file = strings.get(name, str(name)) if isinstance(name, int) else str(name)
     line = frame.get("line")
     return f"{file}:{line}" if isinstance(line, int) else file
-
-
-class _Handler(logging.Handler):
-    def __init__(self, collector: ShapeCollector) -> None:
-        super().__init__(level=logging.DEBUG)
-        self.collector = collector
-
-    def emit(self, record: logging.LogRecord) -> None:
-        metadata = getattr(record, "metadata", None)
-        if not isinstance(metadata, dict):
-            return
-        try:
-            self.collector.on_structured(metadata)
-        except Exception as exc:  # noqa: BLE001 - a logging handler must never raise
-            self.collector.session.collector_error("shapes", exc)
 
 
 class _Calls:
@@ -137,9 +123,7 @@ class ShapeCollector:
     @classmethod
     def install(cls, session: Session) -> ShapeCollector:
         collector = cls(session)
-        logger = logging.getLogger(_TRACE_LOGGER)
-        logger.setLevel(logging.DEBUG)
-        logger.addHandler(_Handler(collector))
+        listen(session, "shapes", collector.on_structured)
         collector._wrap_torch_compile()
         return collector
 
@@ -150,7 +134,7 @@ class ShapeCollector:
             "epoch": compiles.epoch if compiles is not None else 0,
         }
 
-    def on_structured(self, metadata: dict[str, Any]) -> None:
+    def on_structured(self, metadata: dict[str, Any], record: logging.LogRecord) -> None:
         if "str" in metadata:
             entry = metadata["str"]
             if isinstance(entry, (list, tuple)) and len(entry) == 2 and isinstance(entry[1], int):

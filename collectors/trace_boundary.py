@@ -22,10 +22,11 @@ import sys
 import sysconfig
 from typing import TYPE_CHECKING, Any
 
+from .structured import listen
+
 if TYPE_CHECKING:
     from .session import Session
 
-_TRACE_LOGGER = "torch.__trace"
 #: Top-level modules whose code is never model computation: files, paths, clocks, locks,
 #: processes, imports, logging, serialisation.
 BOUNDARY_MODULES = frozenset(
@@ -66,21 +67,6 @@ def _module_of_file(file: str) -> str | None:
     return None
 
 
-class _Handler(logging.Handler):
-    def __init__(self, collector: TraceBoundary) -> None:
-        super().__init__(level=logging.DEBUG)
-        self.collector = collector
-
-    def emit(self, record: logging.LogRecord) -> None:
-        metadata = getattr(record, "metadata", None)
-        if not isinstance(metadata, dict):
-            return
-        try:
-            self.collector.on_structured(metadata, record)
-        except Exception as exc:  # noqa: BLE001 - a logging handler must never raise
-            self.collector.session.collector_error("trace_boundary", exc)
-
-
 class TraceBoundary:
     def __init__(self, session: Session) -> None:
         self.session = session
@@ -90,9 +76,7 @@ class TraceBoundary:
     @classmethod
     def install(cls, session: Session) -> TraceBoundary:
         collector = cls(session)
-        logger = logging.getLogger(_TRACE_LOGGER)
-        logger.setLevel(logging.DEBUG)
-        logger.addHandler(_Handler(collector))
+        listen(session, "trace_boundary", collector.on_structured)
         return collector
 
     def on_structured(self, metadata: dict[str, Any], record: logging.LogRecord) -> None:

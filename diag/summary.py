@@ -240,9 +240,12 @@ def summarize_run(run_path: Path) -> RunSummary:
         else:
             idle.append(pid)
     parents = {s.get("ppid") for pid, s in starts.items() if pid not in idle}
+    spawned = {s.get("ppid") for s in starts.values()}
     for pid in idle:
         start = starts[pid]
-        if start.get("rank") is None and (pid in parents or not summary.served):
+        # A process that ran no model is a helper only beside others (the launcher of the
+        # ranks, a worker): a program alone that reported no steps is the program itself.
+        if start.get("rank") is None and len(starts) > 1 and (pid in spawned or not summary.served):
             summary.helpers.append((pid, _helper_name(pid, start.get("argv"), pid in parents)))
     return summary
 

@@ -48,3 +48,14 @@ def test_one_process_says_nothing_of_ranks(tmp_path: Path) -> None:
     lines = summarize_run(trace / "runs" / "compiled").lines()
     assert lines[0] == "run compiled: 1 process(es), adapter: diag.fixtures"
     assert lines[1] == "  2 live request(s), 8 live step(s); warmup 2 request(s), 4 step(s)"
+
+
+def test_a_program_alone_is_not_called_a_helper(tmp_path: Path) -> None:
+    """One process that reported no steps is the program itself, not 'a helper process'."""
+    folder = tmp_path / "compiled" / "pid7"
+    folder.mkdir(parents=True)
+    start = {"t": 1, "ev": "process_start", "pid": 7, "ppid": 1, "argv": ["app.py"]}
+    (folder / "events.jsonl").write_text(json.dumps(start) + "\n", encoding="utf-8")
+    text = "\n".join(summarize_run(tmp_path / "compiled").lines())
+    assert "run compiled: 1 process(es), adapter: none" in text
+    assert "helper" not in text
