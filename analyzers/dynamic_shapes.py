@@ -20,17 +20,16 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from diag.findings import Finding
+from diag.shapes import Sampled, magi_calls, sampled_dims, size_source
 from diag.trace.run import Event, Frame, RunData, Trace
 
 from .common import id_suffix, process_lines
 
 ANALYZER = "dynamic-shapes"
-_SIZE_SOURCE = re.compile(r"^L\['(?P<arg>[^']+)'\]\.size\(\)\[(?P<dim>\d+)\]$")
 #: A dim of a tensor held as an attribute of an argument (`L['block'].modulation.size()[2]`):
 #: a weight kept as a plain tensor, which calls do not pass and diag does not sample.
 _ATTRIBUTE_SOURCE = re.compile(r"^L\['[^']+'\](?:\.[A-Za-z]\w*)+\.size\(\)\[\d+\]$")
 _SHOWN = 6
-_MAGI_INPUT = re.compile(r"^\(\((?P<shape>[\d, ]*)\),")
 
 
 @dataclass(frozen=True)
@@ -57,53 +56,6 @@ def _frames_by_compile(run: RunData) -> dict[tuple[int, int, str], Frame]:
     return {(c.pid, c.epoch, c.compile_id): c.frame for c in run.compiles if c.frame is not None}
 
 
-def _observed(run: RunData) -> dict[tuple[int, Frame], dict[tuple[str, int], set[int]]]:
-    """(pid, frame) -> (argument, dim) -> the values sampled calls had there."""
-    seen: dict[tuple[int, Frame], dict[tuple[str, int], set[int]]] = {}
-    for event in run.of("call_shapes"):
-        frame = _frame(event.data.get("frame"))
-        signatures = event.data.get("signatures")
-        if frame is None or not isinstance(signatures, list):
-            continue
-        dims = seen.setdefault((event.pid, frame), defaultdict(set))
-        for signature in signatures:
-            args = signature.get("args") if isinstance(signature, dict) else None
-            for name, shape in (args or {}).items():
-                if isinstance(shape, list):
-                    for index, size in enumerate(shape):
-                        if isinstance(size, int):
-                            dims[(str(name), index)].add(size)
-    for pid, frame, shapes, _ in _magi_calls(run):
-        dims = seen.setdefault((pid, frame), defaultdict(set))
-        for name, shape in shapes.items():
-            for index, size in enumerate(shape):
-                dims[(name, index)].add(size)
-    return seen
-
-
-def _magi_shape(text: object) -> list[int] | None:
-    """A magi guard check's input, `((1, 4608, 1536), 'torch.bfloat16', 'cuda:0')`: its shape."""
-    match = _MAGI_INPUT.match(text) if isinstance(text, str) else None
-    if match is None:
-        return None
-    return [int(part) for part in match.group("shape").replace(" ", "").split(",") if part]
-
-
-def _magi_calls(run: RunData) -> list[tuple[int, Frame, dict[str, list[int]], int]]:
-    """MagiCompiler's fast path runs later calls without Dynamo (and without diag's call
-    sampling): its guard checks sample them instead (collectors/magi.py)."""
-    found = []
-    for event in run.of("magi_guard_check"):
-        frame = _frame(event.data.get("target"))
-        inputs = event.data.get("inputs")
-        call = event.data.get("call")
-        if frame is None or not isinstance(inputs, dict):
-            continue
-        shapes = {str(k): shape for k, v in inputs.items() if (shape := _magi_shape(v))}
-        found.append((event.pid, frame, shapes, call if isinstance(call, int) else 0))
-    return found
-
-
 def _declared(run: RunData) -> dict[Frame, set[tuple[str, int]]]:
     """Dims a magi_compile target declares dynamic (`dynamic_arg_dims`): the program's own
     decision, which a recording that never varied them does not refute."""
@@ -128,14 +80,9 @@ def _calls(run: RunData) -> dict[tuple[int, Frame], int]:
         calls = event.data.get("calls")
         if frame is not None and isinstance(calls, int):
             counts[(event.pid, frame)] += calls
-    for pid, frame, _, call in _magi_calls(run):
+    for pid, frame, _, call in magi_calls(run):
         counts[(pid, frame)] = max(counts[(pid, frame)], call)
     return counts
-
-
-def _key(source: str) -> tuple[str, int] | None:
-    match = _SIZE_SOURCE.match(source)
-    return (match.group("arg"), int(match.group("dim"))) if match else None
 
 
 def _values(values: set[int]) -> str:
@@ -146,11 +93,11 @@ def _values(values: set[int]) -> str:
 
 def _analyze_run(run: RunData) -> list[Finding]:
     frames = _frames_by_compile(run)
-    observed = _observed(run)
+    observed = sampled_dims(run)
     calls = _calls(run)
     symbols: dict[tuple[int, Frame], list[_Symbol]] = defaultdict(list)
     for event in run.of("shape_symbol"):
-        frame = frames.get(_compile_key(event))
+        frame = frames.get(_compilesize_source(event))
         if frame is not None:
             symbols[(event.pid, frame)].append(
                 _Symbol(
@@ -170,7 +117,7 @@ def _analyze_run(run: RunData) -> list[Finding]:
                 run,
                 pid,
                 frame,
-                [i for i in items if _key(i.source) not in declared.get(frame, set())],
+                [i for i in items if size_source(i.source) not in declared.get(frame, set())],
                 observed,
                 calls,
             )
@@ -181,7 +128,7 @@ def _analyze_run(run: RunData) -> list[Finding]:
     return findings
 
 
-def _compile_key(event: Event) -> tuple[int, int, str]:
+def _compilesize_source(event: Event) -> tuple[int, int, str]:
     epoch = event.data.get("epoch")
     return (event.pid, epoch if isinstance(epoch, int) else 0, str(event.data.get("compile_id")))
 
@@ -191,7 +138,7 @@ def _over_dynamic(
     pid: int,
     frame: Frame,
     items: list[_Symbol],
-    observed: dict[tuple[int, Frame], dict[tuple[str, int], set[int]]],
+    observed: Sampled,
     calls: dict[tuple[int, Frame], int],
 ) -> Finding | None:
     dims = observed.get((pid, frame))
@@ -202,7 +149,7 @@ def _over_dynamic(
     # Each recompile creates its symbols anew: one line per source, from its first compile.
     first = {item.source: item for item in reversed(items)}
     for item in sorted(first.values(), key=items.index):
-        key = _key(item.source)
+        key = size_source(item.source)
         values = dims.get(key) if key is not None else None
         if not values:
             continue
@@ -292,19 +239,19 @@ def _attribute_dims(items: list[_Symbol]) -> list[tuple[str, str]]:
 def _specialised(
     run: RunData,
     frames: dict[tuple[int, int, str], Frame],
-    observed: dict[tuple[int, Frame], dict[tuple[str, int], set[int]]],
+    observed: Sampled,
 ) -> list[Finding]:
     """A symbol baked into a constant although calls show that dim taking other values."""
     findings: list[Finding] = []
     reported: set[tuple[int, Frame, str]] = set()
     for event in run.of("shape_specialization"):
-        frame = frames.get(_compile_key(event))
+        frame = frames.get(_compilesize_source(event))
         if frame is None:
             continue
         dims = observed.get((event.pid, frame)) or {}
         sources = [s for s in event.data.get("sources") or [] if isinstance(s, str)]
         for source in sources:
-            key = _key(source)
+            key = size_source(source)
             values = dims.get(key) if key is not None else None
             if not values or len(values) < 2 or (event.pid, frame, source) in reported:
                 continue

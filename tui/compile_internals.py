@@ -7,12 +7,12 @@ Every string comes from the trace and is appended as literal Text, never parsed 
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from rich.text import Text
 
-from diag.trace.run import Compile, Event, Frame, RunData
+from diag.shapes import sampled_dims, size_source
+from diag.trace.run import Compile, Event, RunData
 
 from .cells import seconds
 
@@ -26,7 +26,6 @@ _PHASES = (
     ("autotune_s", "autotuning"),
 )
 _FIRST_CALL = (("runtime_autotune_s", "autotuning"), ("cudagraphify_s", "CUDA-graph capture"))
-_SIZE_SOURCE = re.compile(r"^L\['(?P<arg>[^']+)'\]\.size\(\)\[(?P<dim>\d+)\]$")
 _SHOWN = 12
 
 
@@ -41,23 +40,6 @@ def _same_compile(event: Event, item: Compile) -> bool:
 
 def _number(value: Any) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
-
-
-def _sampled(run: RunData, pid: int, frame: Frame | None) -> dict[tuple[str, int], set[int]]:
-    """(argument, dim) -> the values the frame's sampled calls had there."""
-    values: dict[tuple[str, int], set[int]] = {}
-    if frame is None:
-        return values
-    for event in run.of("call_shapes"):
-        if event.pid != pid or Frame.from_event(event.data.get("frame")) != frame:
-            continue
-        for signature in event.data.get("signatures") or []:
-            args = signature.get("args") if isinstance(signature, dict) else None
-            for name, shape in (args or {}).items():
-                for dim, size in enumerate(shape if isinstance(shape, list) else []):
-                    if isinstance(size, int):
-                        values.setdefault((str(name), dim), set()).add(size)
-    return values
 
 
 def _timing_lines(run: RunData, item: Compile) -> list[Text]:
@@ -111,14 +93,13 @@ def _dims_lines(run: RunData, item: Compile) -> list[Text]:
     specialised = [e for e in run.of("shape_specialization") if _same_compile(e, item)]
     if not symbols and not specialised:
         return []
-    sampled = _sampled(run, item.pid, item.frame)
+    sampled = sampled_dims(run).get((item.pid, item.frame), {}) if item.frame else {}
     out: list[Text] = []
     if symbols:
         out.append(Text(f"dims made symbolic ({len(symbols)}):", style="bold"))
     for event in symbols[:_SHOWN]:
         source = str(event.data.get("source"))
-        match = _SIZE_SOURCE.match(source)
-        key = (match["arg"], int(match["dim"])) if match else None
+        key = size_source(source)
         line = Text(f"  {event.data.get('symbol')} = {event.data.get('value')}  ")
         line.append(source)
         line.append(f"  calls: {_values(sampled.get(key)) if key else 'not an argument'}")
@@ -133,9 +114,7 @@ def _dims_lines(run: RunData, item: Compile) -> list[Text]:
         sources = [str(s) for s in event.data.get("sources") or []]
         line = Text(f"  {event.data.get('symbol')} -> {event.data.get('value')}  ")
         line.append(", ".join(sources[:3]))
-        values = [
-            sampled.get((m["arg"], int(m["dim"]))) for s in sources if (m := _SIZE_SOURCE.match(s))
-        ]
+        values = [sampled.get(key) for s in sources if (key := size_source(s)) is not None]
         if values:
             line.append(f"  calls: {_values(values[0])}")
         if event.data.get("user_location"):

@@ -5,12 +5,12 @@ sampled calls had, and the ones Dynamo baked in (`shape_symbol`, `shape_speciali
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from typing import Any
 
 from diag.frames import label as frame_label
 from diag.report.escape import html_text
+from diag.shapes import sampled_dims, size_source
 from diag.trace.run import Compile, Event, Frame, RunData
 
 _PHASES = (
@@ -24,7 +24,6 @@ _PHASES = (
     ("runtime_autotune_s", "autotuning at 1st call"),
     ("cudagraphify_s", "CUDA-graph capture"),
 )
-_SIZE_SOURCE = re.compile(r"^L\['(?P<arg>[^']+)'\]\.size\(\)\[(?P<dim>\d+)\]$")
 
 
 def _number(value: Any) -> float:
@@ -86,27 +85,11 @@ def phase_table(run: RunData, limit: int = 200) -> str:
     )
 
 
-def _sampled(run: RunData) -> dict[tuple[int, Frame], dict[tuple[str, int], set[int]]]:
-    values: dict[tuple[int, Frame], dict[tuple[str, int], set[int]]] = {}
-    for event in run.of("call_shapes"):
-        frame = Frame.from_event(event.data.get("frame"))
-        if frame is None:
-            continue
-        dims = values.setdefault((event.pid, frame), {})
-        for signature in event.data.get("signatures") or []:
-            args = signature.get("args") if isinstance(signature, dict) else None
-            for name, shape in (args or {}).items():
-                for dim, size in enumerate(shape if isinstance(shape, list) else []):
-                    if isinstance(size, int):
-                        dims.setdefault((str(name), dim), set()).add(size)
-    return values
-
-
 def _calls(values: dict[tuple[str, int], set[int]], source: str) -> str:
-    match = _SIZE_SOURCE.match(source)
-    if match is None:
+    key = size_source(source)
+    if key is None:
         return "not an argument"
-    seen = values.get((match["arg"], int(match["dim"])))
+    seen = values.get(key)
     if not seen:
         return "not sampled"
     return ", ".join(map(str, sorted(seen)[:8])) + (" ..." if len(seen) > 8 else "")
@@ -117,7 +100,7 @@ def dims_table(run: RunData, limit: int = 200) -> str:
     compiles: dict[tuple[int, int, str], Compile] = {
         (c.pid, c.epoch, c.compile_id): c for c in run.compiles
     }
-    sampled = _sampled(run)
+    sampled = sampled_dims(run)
     rows: list[str] = []
     seen: set[tuple[int, Frame | None, str, str]] = set()
     for kind, event_kind in (("symbolic", "shape_symbol"), ("baked in", "shape_specialization")):

@@ -1,0 +1,71 @@
+"""What the recorded calls say about input shapes: the values each argument's dims took in the
+calls diag sampled (`call_shapes`; for MagiCompiler targets, whose later calls skip Dynamo,
+magi's guard checks), and which argument dim a Dynamo size source names.
+
+One reading for the dynamic-shapes analyzer, the TUI's Compiles detail and the report.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+from diag.trace.run import Frame, RunData
+
+#: (pid, frame) -> (argument, dim) -> the sizes sampled calls had there.
+Sampled = dict[tuple[int, Frame], dict[tuple[str, int], set[int]]]
+
+_SIZE_SOURCE = re.compile(r"^L\['(?P<arg>[^']+)'\]\.size\(\)\[(?P<dim>\d+)\]$")
+_MAGI_INPUT = re.compile(r"^\(\((?P<shape>[\d, ]*)\),")
+
+
+def size_source(source: str) -> tuple[str, int] | None:
+    """`L['x'].size()[1]` -> ("x", 1); None for anything that is not an argument's dim."""
+    match = _SIZE_SOURCE.match(source)
+    return (match.group("arg"), int(match.group("dim"))) if match else None
+
+
+def _magi_shape(text: object) -> list[int] | None:
+    """A magi guard check's input, `((1, 4608, 1536), 'torch.bfloat16', 'cuda:0')`: its shape."""
+    match = _MAGI_INPUT.match(text) if isinstance(text, str) else None
+    if match is None:
+        return None
+    return [int(part) for part in match.group("shape").replace(" ", "").split(",") if part]
+
+
+def magi_calls(run: RunData) -> list[tuple[int, Frame, dict[str, list[int]], int]]:
+    """(pid, target, argument shapes, call number) of each fast-path call magi's guard checks
+    sampled (collectors/magi.py)."""
+    found = []
+    for event in run.of("magi_guard_check"):
+        frame = Frame.from_event(event.data.get("target"))
+        inputs = event.data.get("inputs")
+        call = event.data.get("call")
+        if frame is None or not isinstance(inputs, dict):
+            continue
+        shapes = {str(k): shape for k, v in inputs.items() if (shape := _magi_shape(v))}
+        found.append((event.pid, frame, shapes, call if isinstance(call, int) else 0))
+    return found
+
+
+def sampled_dims(run: RunData) -> Sampled:
+    """(pid, frame) -> (argument, dim) -> the sizes the sampled calls had there."""
+    seen: Sampled = {}
+    for event in run.of("call_shapes"):
+        frame = Frame.from_event(event.data.get("frame"))
+        signatures = event.data.get("signatures")
+        if frame is None or not isinstance(signatures, list):
+            continue
+        dims = seen.setdefault((event.pid, frame), defaultdict(set))
+        for signature in signatures:
+            args = signature.get("args") if isinstance(signature, dict) else None
+            for name, shape in (args or {}).items():
+                for index, size in enumerate(shape if isinstance(shape, list) else []):
+                    if isinstance(size, int):
+                        dims[(str(name), index)].add(size)
+    for pid, frame, shapes, _ in magi_calls(run):
+        dims = seen.setdefault((pid, frame), defaultdict(set))
+        for name, shape in shapes.items():
+            for index, size in enumerate(shape):
+                dims[(name, index)].add(size)
+    return seen
