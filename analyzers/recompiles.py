@@ -444,8 +444,11 @@ class _Clock:
             begun = process.start_t if process is not None else 0
             self.zero[pid] = begun if recorded and 0 < begun <= first else first
 
+    def seconds(self, item: Compile) -> float:
+        return max(0, _start(item) - self.zero.get(item.pid, _start(item))) / 1e9
+
     def since(self, item: Compile) -> str:
-        elapsed = max(0, _start(item) - self.zero.get(item.pid, _start(item))) / 1e9
+        elapsed = self.seconds(item)
         return _secs(elapsed) if elapsed > 0 else "0 s"
 
 
@@ -495,6 +498,7 @@ def _compile_data(item: Compile, clock: _Clock) -> dict[str, object]:
     return {
         "compile_id": item.compile_id,
         "since_start": clock.since(item),
+        "since_start_s": clock.seconds(item),
         "duration_s": item.duration_s,
         "result": item.result,
         "guards": [

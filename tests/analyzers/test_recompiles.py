@@ -200,7 +200,7 @@ def test_wan_log_names_the_stride_recompile(wan_log: Trace) -> None:
     )
     assert any("cannot tell whether these compiles ran in warmup" in e for e in frame.evidence)
     assert "--warmup-requests N" in frame.fix and 'diag.phase("warmup")' in frame.fix
-    starts = [float(c["since_start"].split()[0]) for c in frame.data["compiles"]]
+    starts = [c["since_start_s"] for c in frame.data["compiles"]]
     assert starts[0] == 0 and starts == sorted(starts) and starts[2] > starts[1] > 0
     summary = by_id["recompiles:no-steps"]
     assert summary.title.startswith("3 compile(s) of 1 code object(s), 2 recompile(s), with no")
