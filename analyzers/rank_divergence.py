@@ -52,6 +52,7 @@ from diag.findings import Finding
 from diag.frames import label as frame_label
 from diag.frames import labels as frame_labels
 from diag.guards import condition_text
+from diag.rankset import rank_tags, ranks_text
 from diag.stats import sample
 from diag.trace.run import Compile, Event, Guard, Process, RunData, Step, Trace
 
@@ -277,7 +278,8 @@ def _compile_findings(run: RunData, ranks: list[_Rank]) -> tuple[set[int], list[
         group.setdefault(owner.rank, []).append(item)
 
     reported: set[int] = set()
-    per_rank: dict[tuple[str, str, int], list[tuple[list[Compile], list[int]]]] = {}
+    # (frame, request) -> rank -> its compiles there, and the ranks that did not compile.
+    per_place: dict[tuple[str, str], dict[int, list[tuple[list[Compile], list[int]]]]] = {}
     for (frame, rid, _), by_rank in live.items():
         # Ranks that served the request and did not compile (a rank that never got the request,
         # e.g. one that died, is no divergence).
@@ -285,12 +287,22 @@ def _compile_findings(run: RunData, ranks: list[_Rank]) -> tuple[set[int], list[
         if not missing:
             continue
         for rank, compiles in by_rank.items():
-            per_rank.setdefault((frame, rid, rank), []).append((compiles, missing))
+            per_place.setdefault((frame, rid), {}).setdefault(rank, []).append((compiles, missing))
             reported.update(id(c) for c in compiles)
-    findings = [
-        _live_finding(run, ranks, frame, rid, rank, groups)
-        for (frame, rid, rank), groups in sorted(per_rank.items())
-    ]
+    findings: list[Finding] = []
+    for (frame, rid), at_place in sorted(per_place.items()):
+        culprits = sorted(at_place)
+        named = {m for groups in at_place.values() for _, ms in groups for m in ms}
+        without = sorted(named - set(culprits))
+        if len(culprits) == 1 or not without:
+            # One rank compiled (or each compiled at another step): one finding per rank.
+            findings.extend(
+                _live_finding(run, ranks, frame, rid, [rank], at_place[rank]) for rank in culprits
+            )
+        else:
+            # Several ranks did what the others did not: one finding names them all.
+            groups = [g for rank in culprits for g in at_place[rank]]
+            findings.append(_live_finding(run, ranks, frame, rid, culprits, groups, without))
     for frame, by_rank in sorted(other.items()):
         counts = {r.rank: len(by_rank.get(r.rank, [])) for r in ranks}
         if len(set(counts.values())) > 1:
@@ -303,22 +315,33 @@ def _live_finding(
     ranks: list[_Rank],
     frame: str,
     rid: str,
-    rank: int,
+    culprit_ranks: list[int],
     groups: list[tuple[list[Compile], list[int]]],
+    without: list[int] | None = None,
 ) -> Finding:
+    """The ranks in `culprit_ranks` compiled `frame` in live request `rid` and the ranks in
+    `without` (default: those the groups name) did not."""
     compiles = sorted((c for group, _ in groups for c in group), key=lambda c: c.t)
-    missing = sorted({m for _, group_missing in groups for m in group_missing})
-    culprit = next(r for r in ranks if r.rank == rank)
-    waits: dict[int, float] = {}
-    measured_steps: list[StepKey] = []
+    missing = without or sorted({m for _, group_missing in groups for m in group_missing})
+    by_rank = {r.rank: r for r in ranks}
+    culprits = [by_rank[r] for r in culprit_ranks]
+    owner = {r.pid: r for r in culprits}
+    # Per step every waiter waits for the slowest culprit; the steps' waits add up.
+    per_step: dict[StepKey, dict[int, float]] = {}
     for item in compiles:
+        culprit = owner[item.pid]
         key = _step_at(culprit, item.t)
-        if key is None or key in measured_steps or not all(key in r.steps for r in ranks):
+        if key is None or not all(key in r.steps for r in ranks):
             continue
-        measured_steps.append(key)
+        step_waits = per_step.setdefault(key, {})
         for other in ranks:
             if other.rank in missing:
-                waits[other.rank] = waits.get(other.rank, 0.0) + _wait(other, culprit, key)
+                wait = _wait(other, culprit, key)
+                step_waits[other.rank] = max(wait, step_waits.get(other.rank, 0.0))
+    waits: dict[int, float] = {}
+    for step_waits in per_step.values():
+        for rank, seconds in step_waits.items():
+            waits[rank] = waits.get(rank, 0.0) + seconds
     total = sum(c.duration_s or 0.0 for c in compiles)
     steps = sorted({c.step for c in compiles if c.step is not None})
     where = "step " + ", ".join(map(str, steps)) if steps else "outside a step"
@@ -329,26 +352,22 @@ def _live_finding(
         if limit
         else ("recompiled" if any(c.guards for c in compiles) else "compiled")
     )
-    others = _ranks_text(missing)
-    waited = (
-        "; " + ", ".join(f"rank {r} waited {_secs(w)}" for r, w in sorted(waits.items()))
-        if waits
-        else f"; {others} waited for it"
-    )
-    title = f"rank {rank} {verb} {frame} at {rid} {where} and {others} did not"
+    who = ranks_text(culprit_ranks)
+    others = ranks_text(missing)
+    title = f"{who} {verb} {frame} at {rid} {where} and {others} did not"
     title += f" (guard {_short(_guard_text(guard), 100)})" if guard is not None else ""
-    title += waited
+    title += "; " + _waits_title(waits) if waits else f"; {others} waited for it"
+    several = len(culprit_ranks) > 1
+    cost = f"{_secs(total)} of compile"
+    if several:  # the ranks compiled side by side: what each spent
+        per_rank = [sum(c.duration_s or 0.0 for c in compiles if c.pid == r.pid) for r in culprits]
+        cost = f"{_spread(per_rank)} of compile per rank"
     evidence = [
-        f"live request {rid}: rank {rank} compiled {frame} {len(compiles)} time(s) at {where} "
-        f"({_secs(total)} of compile); {others} compiled nothing for {frame} there"
+        f"live request {rid}: {who} compiled {frame} {len(compiles)} time(s) at {where} "
+        f"({cost}); {others} compiled nothing for {frame} there"
     ]
-    evidence.extend(_compile_line(c, frame_label(run, c.frame)) for c in compiles)
-    for other_rank, seconds in sorted(waits.items()):
-        evidence.append(
-            f"rank {other_rank} waited {_secs(seconds)} for rank {rank} in that step (its step "
-            "ended that much earlier, or took that much longer than its own median): every "
-            "collective waits for the slowest rank"
-        )
+    evidence.extend(_compile_lines(run, compiles, culprits, several))
+    evidence.extend(_wait_lines(waits, who))
     if not waits:
         evidence.append(
             "the wait is not measured: the compile fell outside a step every rank recorded"
@@ -356,22 +375,28 @@ def _live_finding(
     location = guard.user_location if guard is not None and guard.user_location else None
     if location is None and compiles[0].frame is not None:
         location = compiles[0].frame.location
+    suffix = (
+        _id_suffix(run, culprits[0].pid)
+        if not several
+        else f"@{rank_tags(culprit_ranks)}" + _id_suffix(run, None)
+    )
     return Finding(
-        id=f"{ANALYZER}:compile:{frame}:{rid}{_id_suffix(run, culprit.pid)}",
+        id=f"{ANALYZER}:compile:{frame}:{rid}{suffix}",
         analyzer=ANALYZER,
         severity="error",
         title=title,
         evidence=evidence,
-        fix=_compile_fix(rank, frame, guard, limit),
+        fix=_compile_fix(who, frame, guard, limit),
         location=location,
         run=run.label,
         data={
             "frame": frame,
             "request_id": rid,
-            "rank": rank,
+            "rank": culprit_ranks[0],
+            "ranks": culprit_ranks,
             "steps": steps,
             "ranks_without": missing,
-            "compile_ids": [c.compile_id for c in compiles],
+            "compile_ids": list(dict.fromkeys(c.compile_id for c in compiles)),
             "compile_s": round(total, 6),
             "waits_s": {str(r): round(w, 6) for r, w in sorted(waits.items())},
             "guard": None
@@ -381,29 +406,100 @@ def _live_finding(
     )
 
 
-def _compile_fix(rank: int, frame: str, guard: Guard | None, limit: bool) -> str:
+#: Above this many ranks, per-rank lines (walls, waits, compiles) are summarised.
+LIST_RANKS = 4
+
+
+def _waits_title(waits: dict[int, float]) -> str:
+    """`rank 0 waited 1.15 s`, or for many ranks `ranks 0-62 waited 1.1-1.2 s (median ...)`."""
+    if len(waits) <= LIST_RANKS - 1:
+        return ", ".join(f"rank {r} waited {_secs(w)}" for r, w in sorted(waits.items()))
+    return f"{ranks_text(waits)} waited {_spread(list(waits.values()))}"
+
+
+def _spread(values: list[float]) -> str:
+    """`1.1 s` when all round alike, else `1.1-1.2 s (median 1.15 s)`."""
+    low, high = _secs(min(values)), _secs(max(values))
+    if low == high:
+        return low
+    return f"{low} to {high} (median {_secs(statistics.median(values))})"
+
+
+def _wait_lines(waits: dict[int, float], who: str) -> list[str]:
+    why = (
+        "(its step ended that much earlier, or took that much longer than its own median): "
+        "every collective waits for the slowest rank"
+    )
+    if len(waits) <= LIST_RANKS:
+        return [
+            f"rank {rank} waited {_secs(seconds)} for {who} in that step {why}"
+            for rank, seconds in sorted(waits.items())
+        ]
+    longest = max(waits, key=lambda r: waits[r])
+    spread = _spread(list(waits.values()))
+    line = f"{ranks_text(waits)} waited {spread} for {who} in that step {why}"
+    return [line + (f"; longest: rank {longest}" if "median" in spread else "")]
+
+
+def _compile_lines(
+    run: RunData, compiles: list[Compile], culprits: list[_Rank], several: bool
+) -> list[str]:
+    """One line per compile; with several ranks, the first ranks' and a count of the rest
+    (their compiles look alike: the same frame at the same place)."""
+    if not several:
+        return [_compile_line(c, frame_label(run, c.frame)) for c in compiles]
+    tag = {r.pid: r.rank for r in culprits}
+    shown = {r.rank for r in culprits[:2]}
+    lines = [
+        f"rank {tag[c.pid]}: " + _compile_line(c, frame_label(run, c.frame))
+        for c in compiles
+        if tag[c.pid] in shown
+    ]
+    rest = [r.rank for r in culprits if r.rank not in shown]
+    if rest:
+        seconds = [
+            sum(c.duration_s or 0.0 for c in compiles if c.pid == r.pid)
+            for r in culprits
+            if r.rank in rest
+        ]
+        lines.append(
+            f"and {ranks_text(rest)}: {sum(1 for c in compiles if tag[c.pid] in rest)} more "
+            f"compile(s) of the frame, {_spread(seconds)} per rank"
+        )
+    kinds = {(g.kind, g.source) for c in compiles for g in c.guards[:1]}
+    if len(kinds) > 1:
+        lines.append(
+            "the ranks' failing guards differ: "
+            + "; ".join(f"{k} on {s or '?'}" for k, s in sorted(kinds, key=str)[:4])
+        )
+    return lines
+
+
+def _compile_fix(who: str, frame: str, guard: Guard | None, limit: bool) -> str:
     tail = " Every collective waits for the slowest rank, so one rank's compile stalls all."
+    subject = who[0].upper() + who[1:]
+    that = "that rank" if who.startswith("rank ") else "those ranks"
     if limit:
         return (
-            f"Rank {rank} runs {frame} eagerly from now on while the others run it compiled, "
-            "and every step waits for it: remove what makes it recompile on that rank (see "
+            f"{subject} runs {frame} eagerly from now on while the others run it compiled, "
+            f"and every step waits for it: remove what makes it recompile on {that} (see "
             "recompile-limit)." + tail
         )
     if guard is None:
         return (
-            f"Rank {rank} reached {frame} for the first time in live traffic: its warmup took "
-            "another path than live requests (a pass or branch only this rank runs). Warm up "
+            f"{subject} reached {frame} for the first time in live traffic: its warmup took "
+            f"another path than live requests (a pass or branch only {that} runs). Warm up "
             "every rank's own share of the work." + tail
         )
     if guard.kind in _SIZE_KINDS:
         return (
-            f"Rank {rank} received a shape the other ranks did not ({guard.source or 'an input'}"
+            f"{subject} received a shape the other ranks did not ({guard.source or 'an input'}"
             "): an uneven split of tokens, frames or batch across ranks. Warm up each rank's "
             "share, pad the shares to equal sizes, or mark the dimension dynamic." + tail
         )
     return (
         f"{frame} reads per-rank Python state ({guard.source or guard.kind}) that changed on "
-        f"rank {rank} only. Read it outside the compiled frame (resolve it before the call, or "
+        f"{who} only. Read it outside the compiled frame (resolve it before the call, or "
         "pass it as a tensor), or keep it equal on every rank and warm up each value the ranks "
         "will use." + tail
     )
@@ -412,11 +508,16 @@ def _compile_fix(rank: int, frame: str, guard: Guard | None, limit: bool) -> str
 def _warmup_finding(
     run: RunData, frame: str, counts: dict[int, int], by_rank: dict[int, list[Compile]]
 ) -> Finding:
-    text = ", ".join(f"rank {r}: {n}" for r, n in sorted(counts.items()))
+    text = _counts_text(counts)
     evidence = [f"compiles of {frame} outside live requests per rank: {text}"]
+    # Ranks whose compiles happened at the same places share one line.
+    spots_of: dict[str, list[int]] = {}
     for rank, compiles in sorted(by_rank.items()):
         spots = sorted({f"{c.request_id or 'no request'} step {c.step}" for c in compiles})
-        evidence.append(f"rank {rank}: {', '.join(spots[:6])}{' ...' if len(spots) > 6 else ''}")
+        line = f"{', '.join(spots[:6])}{' ...' if len(spots) > 6 else ''}"
+        spots_of.setdefault(line, []).append(rank)
+    for line, ranks in spots_of.items():
+        evidence.append(f"{ranks_text(ranks)}: {line}")
     return Finding(
         id=f"{ANALYZER}:warmup-compiles:{frame}{_id_suffix(run, None)}",
         analyzer=ANALYZER,
@@ -429,6 +530,17 @@ def _warmup_finding(
         run=run.label,
         data={"frame": frame, "counts": {str(r): n for r, n in sorted(counts.items())}},
     )
+
+
+def _counts_text(counts: dict[int, int]) -> str:
+    """`rank 0: 2, rank 1: 1`; ranks with the same count together (`ranks 0-31, 33-63: 2;
+    rank 32: 3`), in the order of their first rank."""
+    by_count: dict[int, list[int]] = {}
+    for rank, count in sorted(counts.items()):
+        by_count.setdefault(count, []).append(rank)
+    parts = [f"{ranks_text(ranks)}: {count}" for count, ranks in by_count.items()]
+    grouped = any(len(ranks) > 1 for ranks in by_count.values())
+    return ("; " if grouped else ", ").join(parts)
 
 
 # --- (b) step skew ------------------------------------------------------------------------------
@@ -652,8 +764,13 @@ def _skew_finding(
 
 def _skew_line(skew: _Skew) -> str:
     rank = skew.culprit.rank
-    walls = ", ".join(f"rank {r} {_secs(w)}" for r, w in sorted(skew.walls.items()))
-    waits = ", ".join(f"rank {r} {_secs(w)}" for r, w in sorted(skew.waits.items()))
+    if len(skew.walls) <= LIST_RANKS:
+        walls = ", ".join(f"rank {r} {_secs(w)}" for r, w in sorted(skew.walls.items()))
+        waits = ", ".join(f"rank {r} {_secs(w)}" for r, w in sorted(skew.waits.items()))
+    else:  # many ranks: the culprit against the spread of the others
+        others = [w for r, w in skew.walls.items() if r != rank]
+        walls = f"rank {rank} {_secs(skew.walls[rank])}, {ranks_text(skew.waits)} {_spread(others)}"
+        waits = f"{ranks_text(skew.waits)} {_spread(list(skew.waits.values()))}"
     line = f"{_where(skew.key)}: {walls} (+{_secs(skew.excess)}); waited: {waits}"
     if skew.late:
         line += f"; rank {rank} started the step late, the others waited inside theirs"
@@ -674,9 +791,9 @@ def _headline(skew: _Skew) -> str:
     others = [r for r in sorted(skew.walls) if r != culprit.rank]
     where = _where(skew.key)
     if skew.late:
-        return f"{where}, started {_secs(skew.late_by)} after {_ranks_text(others)}"
+        return f"{where}, started {_secs(skew.late_by)} after {ranks_text(others)}"
     base = _secs(statistics.median(skew.walls[r] for r in others))
-    return f"{where}, {_secs(skew.walls[culprit.rank])} against {base} on {_ranks_text(others)}"
+    return f"{where}, {_secs(skew.walls[culprit.rank])} against {base} on {ranks_text(others)}"
 
 
 def _cause_summary(skew: _Skew) -> str:
@@ -731,12 +848,6 @@ def _skew_fix(rank: int, kinds: list[str], straggler: bool) -> str:
 
 def _where(key: StepKey) -> str:
     return f"{key[0]} step {key[2]}"
-
-
-def _ranks_text(ranks: list[int]) -> str:
-    if len(ranks) == 1:
-        return f"rank {ranks[0]}"
-    return "ranks " + ", ".join(map(str, ranks))
 
 
 def _guard_text(guard: Guard | None) -> str:
