@@ -22,6 +22,8 @@ def _wrap(session: Session, owner: Any, attr: str, event: str) -> None:
 
     @functools.wraps(original)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if session.paused:  # Session.pause: no per-call work
+            return original(*args, **kwargs)
         started = time.monotonic_ns()
         try:
             return original(*args, **kwargs)

@@ -630,6 +630,10 @@ def _wrap_orchestration(session: Session) -> None:
 
     @functools.wraps(original)
     def _run_orchestration(state: Any, args: Any, kwargs: Any) -> Any:
+        if session.paused:  # Session.pause: a compiled target's calls are not sampled
+            known = collector.targets.get(state)
+            if known is not None and known.compiled:
+                return original(state, args, kwargs)
         try:
             target_ok = True
             collector._target(state)

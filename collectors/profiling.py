@@ -178,9 +178,14 @@ class ProfilerWindows:
         key = (code.co_name, code.co_filename, code.co_firstlineno) if code is not None else None
         windows = self
         record_function = torch.profiler.record_function
+        is_compiling = torch.compiler.is_compiling
+        session = self.session
 
         @functools.wraps(compiled)
         def region(*args: Any, **kwargs: Any) -> Any:
+            # Session.pause: call through (read only outside Dynamo's tracing: no guard on it).
+            if not is_compiling() and session.paused:
+                return compiled(*args, **kwargs)
             if key is not None:
                 windows._check_fallback(key)
             if not windows.active:

@@ -64,6 +64,9 @@ class Session:
         self.profile_spec = os.environ.get(ENV_PROFILE, "default")
         self.stance = os.environ.get(ENV_STANCE, "default")
         self.ended = False
+        #: Per-step and per-call collection switched off (see `pause`): read by every hook
+        #: that runs per step or per call, which then only calls through.
+        self.paused = False
         # Filled by the collectors as they install.
         self.steps: Any = None
         self.compiles: Any = None
@@ -91,6 +94,29 @@ class Session:
         if previous is not None:
             self.guarded("adapter.stand_down", previous)
         self.emit("adapter", name=name, **({"inferred": True} if stand_down is not None else {}))
+
+    def pause(self) -> None:
+        """Switch off every collector's per-step and per-call work (bench/record_overhead.py's
+        interleaved method measures diag's cost by requests with it off and on, in one process).
+
+        Meant for between requests: a step or request still open is closed first. While paused,
+        the step tracker, the adapters' hooks, the call-shape sampler, the region markers and the
+        compiled-call wrappers only call through; compiles are still recorded (they are not
+        per-step work). Nothing Dynamo traces reads the switch, so guards are unchanged.
+        """
+        if self.paused:
+            return
+        if self.steps is not None:
+            self.guarded("steps.pause", self.steps.request_end)
+        self.paused = True
+        self.emit("collectors_paused", paused=True, t=time.monotonic_ns())
+
+    def resume(self) -> None:
+        """Switch the per-step and per-call work back on (see `pause`)."""
+        if not self.paused:
+            return
+        self.paused = False
+        self.emit("collectors_paused", paused=False, t=time.monotonic_ns())
 
     def collector_error(self, where: str, exc: BaseException) -> None:
         """A collector failed: record it and keep the program running."""

@@ -195,10 +195,15 @@ class ShapeCollector:
         calls = _Calls(frame, _params(function))
         self.calls.append(calls)
         tensor = torch.Tensor
+        session = self.session
+        # Session.pause: no sampling. The switch is read only outside Dynamo's tracing (while it
+        # traces, is_compiling() is constant True and short-circuits), so it adds no guard.
+        is_compiling = torch.compiler.is_compiling
         if isinstance(compiled, torch.nn.Module):
 
             def pre(module: Any, args: Any, kwargs: Any) -> None:
-                calls.sample(tuple(args), dict(kwargs), tensor)
+                if is_compiling() or not session.paused:
+                    calls.sample(tuple(args), dict(kwargs), tensor)
 
             compiled.register_forward_pre_hook(pre, with_kwargs=True)
             return compiled
@@ -207,7 +212,8 @@ class ShapeCollector:
 
         @functools.wraps(compiled)
         def sampled(*args: Any, **kwargs: Any) -> Any:
-            calls.sample(args, kwargs, tensor)
+            if is_compiling() or not session.paused:
+                calls.sample(args, kwargs, tensor)
             return compiled(*args, **kwargs)
 
         return sampled

@@ -72,6 +72,8 @@ class StepTracker:
         shape: list[int] | None = None,
         steps: int | None = None,
     ) -> str:
+        if self.session.paused:  # Session.pause: no request is recorded
+            return request_id or ""
         if self.request_id is not None:
             self.request_end()
         self.request_seq += 1
@@ -95,6 +97,8 @@ class StepTracker:
         return self.request_id
 
     def request_end(self) -> None:
+        if self.session.paused:
+            return
         if self.step_index is not None:
             self.step_end()
         if self.request_id is None:
@@ -110,6 +114,8 @@ class StepTracker:
             self.set_phase(PHASE_LIVE)
 
     def step_start(self, index: int | None = None, shape: list[int] | None = None) -> None:
+        if self.session.paused:
+            return
         if self.step_index is not None:
             self.step_end()
         if self.request_id is None:
@@ -135,7 +141,7 @@ class StepTracker:
         )
 
     def step_end(self) -> None:
-        if self.step_index is None:
+        if self.step_index is None or self.session.paused:
             return
         t = time.monotonic_ns()
         cpu_s = (time.process_time_ns() - self._cpu_start) / 1e9

@@ -21,10 +21,12 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 
-def _tracker() -> Any:
+def _tracker(per_step: bool = True) -> Any:
+    """The recording's step tracker; None outside `diag record`, and for the per-step calls
+    (`request`, `step`) while the session is paused (Session.pause)."""
     session_module = sys.modules.get("diag.collectors.session")
     session = session_module.current_session() if session_module is not None else None
-    if session is None or session.steps is None:
+    if session is None or session.steps is None or (per_step and session.paused):
         return None
     session.announce_adapter("diag.api")
     return session.steps
@@ -33,7 +35,7 @@ def _tracker() -> Any:
 @contextlib.contextmanager
 def phase(name: str) -> Iterator[None]:
     """Everything inside runs in phase `name` ("warmup" or "live"); live resumes after."""
-    tracker = _tracker()
+    tracker = _tracker(per_step=False)
     if tracker is None:
         yield
         return

@@ -85,10 +85,12 @@ class CompiledCalls:
         self._call_impl_code = self.torch.nn.Module._call_impl.__code__
         self._step_modules: dict[int, Any] = {}  # id -> module whose calls are steps
         self._module_step: Any = None  # the step module whose call opened the open step
-        self._module_pre = outside_dynamo(self.torch, self._on_module_pre)
-        self._module_post = outside_dynamo(self.torch, self._on_module_post)
-        self._compiled_pre = outside_dynamo(self.torch, self._on_compiled_pre)
-        self._compiled_post = outside_dynamo(self.torch, self._on_compiled_post)
+        # While the session is paused (Session.pause) these hooks and the wrappers only call
+        # through.
+        self._module_pre = outside_dynamo(self.torch, self._on_module_pre, session)
+        self._module_post = outside_dynamo(self.torch, self._on_module_post, session)
+        self._compiled_pre = outside_dynamo(self.torch, self._on_compiled_pre, session)
+        self._compiled_post = outside_dynamo(self.torch, self._on_compiled_post, session)
 
     # -- installing --------------------------------------------------------------------------------
 
@@ -135,12 +137,16 @@ class CompiledCalls:
         enter, leave = self._enter, self._leave
         first = [True]
 
+        session = self.session
+
         def compiled_call(*args: Any, **kwargs: Any) -> Any:
             if is_compiling():
                 return compiled(*args, **kwargs)
-            if first[0]:
+            if first[0]:  # even while paused: what Dynamo will trace depends on it
                 first[0] = False
                 _first_call(fallback.session, target)
+            if session.paused:
+                return compiled(*args, **kwargs)
             token = fallback.session.guarded(_WHERE, enter, owner, args, kwargs)
             try:
                 return compiled(*args, **kwargs)

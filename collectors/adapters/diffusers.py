@@ -183,7 +183,7 @@ class DiffusersAdapter:
 
         @functools.wraps(original)
         def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
-            if is_compiling():
+            if is_compiling() or adapter.session.paused:  # paused: Session.pause
                 return original(self, *args, **kwargs)
             call = guarded(_WHERE, adapter.call_enter, self, original, args, kwargs)
             try:
@@ -202,7 +202,7 @@ class DiffusersAdapter:
         @functools.wraps(original)
         def progress_bar(self: Any, *args: Any, **kwargs: Any) -> Any:
             bar = original(self, *args, **kwargs)
-            if adapter.call is not None and not is_compiling():
+            if adapter.call is not None and not is_compiling() and not adapter.session.paused:
                 guarded(_WHERE, adapter.loop_start, self, bar, args, kwargs, sys._getframe(1))
             return bar
 
@@ -233,7 +233,7 @@ class DiffusersAdapter:
 
         @functools.wraps(original)
         def step(self: Any, *args: Any, **kwargs: Any) -> Any:
-            if adapter.call is None or is_compiling():
+            if adapter.call is None or is_compiling() or adapter.session.paused:
                 return original(self, *args, **kwargs)
             call = guarded(_WHERE, adapter.step_enter, self)
             try:

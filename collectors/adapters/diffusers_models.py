@@ -129,12 +129,14 @@ class ModelCalls:
                 self.unhook_inner(value)
 
     def _on_pre(self, model: Any, args: Any, kwargs: Any) -> None:
+        if model not in self._seen:  # its first call, before any compile can trace it
+            self._seen.add(model)  # (even while paused: what Dynamo will trace depends on it)
+            self.unhook_inner(model, keep=model)
+        if self.session.paused:  # Session.pause: no per-step work
+            return
         local = self._local
         depth = local.__dict__.get("depth", 0)
         local.depth = depth + 1
-        if model not in self._seen:  # its first call, before any compile can trace it
-            self._seen.add(model)
-            self.unhook_inner(model, keep=model)
         if depth or self.adapter.call is not None:
             return  # a model inside a model, or inside a pipeline call (its steps are known)
         shape = first_tensor_shape(self.torch, args, kwargs, _SHAPE_NAMES)
@@ -142,6 +144,8 @@ class ModelCalls:
             local.stepping = True
 
     def _on_post(self, model: Any) -> None:
+        if self.session.paused:
+            return
         local = self._local
         depth = local.__dict__.get("depth", 0) - 1
         local.depth = max(depth, 0)

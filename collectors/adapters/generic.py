@@ -23,6 +23,8 @@ def _wrap(session: Session, kind: str, fn: Any) -> Any:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if session.paused:  # Session.pause: no per-step work
+            return fn(*args, **kwargs)
         session.announce_adapter("generic")
         if kind == "step":
             steps.step_start()

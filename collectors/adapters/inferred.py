@@ -146,20 +146,23 @@ class InferredSteps:
         steps.request_end()
 
 
-def outside_dynamo(torch: Any, body: Callable[..., Any]) -> Callable[..., Any]:
+def outside_dynamo(
+    torch: Any, body: Callable[..., Any], session: Session | None = None
+) -> Callable[..., Any]:
     """`body` as a function that Dynamo neither compiles nor lets compile what it calls.
 
     A hook on a module whose call Dynamo's frame callback covers (`torch.compile(model)` calls
     the model's own hooks inside it, `model.compile()` too) would otherwise be examined as a
     frame, and everything it calls with it. The returned shim is marked for Dynamo to skip, and
     runs `body` under `torch._dynamo.disable`; while Dynamo traces (the module called inside a
-    compiled graph) the shim does nothing at all.
+    compiled graph) the shim does nothing at all, nor while `session` is paused (Session.pause;
+    the switch is read after the tracing test, never by Dynamo).
     """
     disabled = torch._dynamo.disable(body)
     is_compiling = torch.compiler.is_compiling
 
     def shim(*args: Any, **kwargs: Any) -> Any:
-        if is_compiling():
+        if is_compiling() or (session is not None and session.paused):
             return None
         return disabled(*args, **kwargs)
 

@@ -157,6 +157,8 @@ def hook_model(session: Session, model: Any) -> None:
 
     @functools.wraps(infer)
     def step_infer(*args: Any, **kwargs: Any) -> Any:
+        if session.paused:  # Session.pause: no per-step work
+            return infer(*args, **kwargs)
         scheduler = getattr(model, "scheduler", None)
         _start_step(steps, _index(scheduler), _shape(scheduler))
         try:
@@ -190,6 +192,8 @@ def hook_runner(session: Session, runner: Any, adapter_name: str) -> None:
 
     @functools.wraps(run_pipeline)
     def hooked_run_pipeline(*args: Any, **kwargs: Any) -> Any:
+        if session.paused:
+            return run_pipeline(*args, **kwargs)
         session.announce_adapter(adapter_name)
         hook_model(session, getattr(runner, "model", None))
         request = args[0] if args else kwargs.get("input_info")
