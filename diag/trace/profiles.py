@@ -92,19 +92,34 @@ def _load(run: RunData, progress: ProgressCallback | None) -> list[StepProfile]:
     total = sum(_size(path) for _, _, path, _ in windows) or 1
     done = 0
     profiles: list[StepProfile] = []
+
+    def cache_dir_of(process: Process) -> Path | None:
+        return None if run.cache_dir is None else run.cache_dir / process.folder.name
+
+    # Many windows to parse (many ranks): parsed in worker processes first, the rest below.
+    parallel = importlib.import_module("diag.trace.parallel")
+
+    def parsed_one(size: int) -> None:
+        nonlocal done
+        done += size
+        if progress is not None:
+            progress(done, total)
+
+    parsed = parallel.parse_windows(
+        [(path, cache_dir_of(process)) for process, _, path, _ in windows], parsed_one
+    )
     for process, window, path, steps in windows:
-        base = done
+        trace = parsed.get(path)
+        if trace is None:  # counted in `done` when its worker finished, else here
+            base = done
 
-        def forward(part: int, _whole: int, base: int = base) -> None:
-            if progress is not None:
-                progress(base + part, total)
+            def forward(part: int, _whole: int, base: int = base) -> None:
+                if progress is not None:
+                    progress(base + part, total)
 
-        cache_dir = None
-        if run.cache_dir is not None:
-            cache_dir = run.cache_dir / process.folder.name
-        trace = cache.load_kineto(path, cache_dir, forward if progress else None)
+            trace = cache.load_kineto(path, cache_dir_of(process), forward if progress else None)
+            done += _size(path)
         profiles.extend(cut_window(run.label, process, window, trace, steps))
-        done += _size(path)
         if progress is not None:
             progress(done, total)
     return profiles

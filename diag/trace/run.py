@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import importlib
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -366,8 +367,16 @@ def _load_trace(path: Path, against: Path | None) -> Trace:
 
 def _load_run(folder: Path, status: str | None, root: Path) -> RunData:
     run = RunData(folder.name, folder, status, cache_dir=root / CACHE_DIR / folder.name)
-    for events_path in sorted(folder.glob(f"*/{EVENTS_FILE}")):
-        _load_process(run, events_path)
+    paths = sorted(folder.glob(f"*/{EVENTS_FILE}"))
+    # Many ranks' event files: read in worker processes (diag.trace.parallel), same result.
+    done = False
+    if len(paths) > 1:
+        parallel = importlib.import_module("diag.trace.parallel")
+        done = parallel.should_read_events_in_parallel(paths)
+        done = done and parallel.read_event_files(run, paths)
+    if not done:
+        for events_path in paths:
+            _load_process(run, events_path)
     run.requests.sort(key=lambda r: r.start_t)
     run.compiles.sort(key=lambda c: c.t)
     run.events.sort(key=lambda e: e.t)

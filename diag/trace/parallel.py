@@ -1,0 +1,197 @@
+"""Per-process reading in parallel worker processes, for trace directories of many ranks.
+
+A run of 64 ranks holds 64 event files and a few Kineto windows per rank, each read alone: the
+work splits by file. A pool of worker processes (one per CPU this process may use) reads them
+and the parent merges what comes back in file order, so the Run model is the same as a serial
+read's (tests/unit/test_parallel_load.py compares them field by field).
+
+What crosses from a worker: for an event file, the partial RunData the serial reader builds
+(`run._load_process` on a fresh run), pickled by multiprocessing; for a Kineto window, the
+parsed KinetoTrace as msgspec msgpack bytes, decoded by the parent into typed structs. The
+files are untrusted, but nothing from them is ever unpickled: the worker parses them (JSON,
+gzip) into objects of diag's own model, and the parent unpickles only those, from a pipe to
+its own child. A worker also writes the window's Kineto cache, so the next open is fast.
+
+Workers are forked when the reading process has one thread (`diag analyze`, `diag check`):
+they start in milliseconds and run nothing again. A process with threads (the TUI loads in
+one) cannot fork safely and gets fresh interpreters (`spawn`, about 0.1-0.2 s each, which
+import the program's `__main__` again as multiprocessing does: diag's own commands guard it).
+Small inputs are read serially. Anything that goes wrong in the pool (a worker killed, no
+semaphores in a sandbox) falls back to the serial reader, which raises the error a person
+should see.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+#: Read event files in workers only above this many bytes in all (serial: ~100 MB/s).
+EVENTS_PARALLEL_BYTES = 24 << 20
+#: Parse Kineto windows in workers only above this many (gzip) bytes in all.
+KINETO_PARALLEL_BYTES = 2 << 20
+
+if TYPE_CHECKING:
+    import concurrent.futures
+
+#: What a failed pool raises (BrokenProcessPool is a RuntimeError): the caller reads serially.
+_POOL_ERRORS = (OSError, RuntimeError, EOFError)
+
+
+def worker_count(tasks: int) -> int:
+    """Workers for `tasks` jobs: the CPUs this process may run on, at most one per job."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, tasks))
+
+
+def _pool(workers: int) -> concurrent.futures.ProcessPoolExecutor:
+    # Imported here: `diag check` on a small trace never pays for multiprocessing.
+    import concurrent.futures
+    import multiprocessing
+    import threading
+
+    # fork starts a worker in milliseconds and runs nothing again; a process with threads (the
+    # TUI loads in one) cannot fork safely, and gets fresh interpreters instead.
+    alone = threading.active_count() == 1
+    method = "fork" if alone and "fork" in multiprocessing.get_all_start_methods() else "spawn"
+    return concurrent.futures.ProcessPoolExecutor(
+        max_workers=workers, mp_context=multiprocessing.get_context(method)
+    )
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+# --- event files ------------------------------------------------------------------------------
+
+
+def should_read_events_in_parallel(paths: Sequence[Path]) -> bool:
+    return (
+        len(paths) >= 2
+        and worker_count(len(paths)) >= 2
+        and sum(_size(p) for p in paths) >= EVENTS_PARALLEL_BYTES
+    )
+
+
+def _read_events(path: str, label: str, status: str | None, folder: str) -> Any:
+    """In a worker: one process's event file, read by the serial reader into a fresh run."""
+    from diag.trace import run as model
+
+    part = model.RunData(label, Path(folder), status)
+    with model._collector_paused():
+        model._load_process(part, Path(path))
+    return part
+
+
+def read_event_files(run: Any, paths: Sequence[Path]) -> bool:
+    """Read `paths` into `run` (a diag.trace.run.RunData) in workers, merged in path order.
+    False (and `run` untouched) when the pool failed: the caller reads them serially."""
+    workers = worker_count(len(paths))
+    try:
+        with _pool(workers) as pool:
+            parts = list(
+                pool.map(
+                    _read_events,
+                    [str(p) for p in paths],
+                    [run.label] * len(paths),
+                    [run.status] * len(paths),
+                    [str(run.folder)] * len(paths),
+                    chunksize=max(1, len(paths) // (workers * 4)),
+                )
+            )
+    except _POOL_ERRORS:
+        return False
+    for part in parts:
+        run.processes.extend(part.processes)
+        run.requests.extend(part.requests)
+        run.compiles.extend(part.compiles)
+        run.cache_final.update(part.cache_final)
+        run.cache_history.extend(part.cache_history)
+        run.events.extend(part.events)
+        run.collector_errors.extend(part.collector_errors)
+    return True
+
+
+# --- Kineto windows ---------------------------------------------------------------------------
+
+#: (window file, the cache folder it is kept in or None)
+Window = tuple[Path, Path | None]
+
+
+def _parse_window(path: str, cache_dir: str | None) -> tuple[str, bytes]:
+    """In a worker: one window through the cache (parsed, cache written), as msgpack bytes;
+    ("error", message) for a file diag refuses, so the parent raises the same DiagError."""
+    import msgspec
+
+    from diag.errors import DiagError
+    from diag.trace.kinetocache import load_kineto
+
+    try:
+        trace = load_kineto(Path(path), Path(cache_dir) if cache_dir else None)
+    except DiagError as exc:
+        return "error", exc.message.encode()
+    return "trace", msgspec.msgpack.encode(trace)
+
+
+def _needs_parse(path: Path, cache_dir: Path | None) -> bool:
+    """A guess (the cache itself decides): no cache file, or one older than the window."""
+    if cache_dir is None:
+        return True
+    from diag.trace.kinetocache import cache_path
+
+    cached = cache_path(path, cache_dir)
+    try:
+        return cached.stat().st_mtime_ns < path.stat().st_mtime_ns
+    except OSError:
+        return True
+
+
+def parse_windows(
+    windows: Sequence[Window], progress: Callable[[int], None] | None = None
+) -> dict[Path, Any]:
+    """The windows that need a parse, parsed in workers: path -> KinetoTrace. Windows already
+    cached, small inputs, failures and a broken pool are left out: the caller opens those
+    itself (through the cache, serially), which also raises a refused file's DiagError.
+    `progress(bytes)` is called as each window is done."""
+    todo = [(path, cache) for path, cache in windows if _needs_parse(path, cache)]
+    if len(todo) < 2 or worker_count(len(todo)) < 2:
+        return {}
+    if sum(_size(path) for path, _ in todo) < KINETO_PARALLEL_BYTES:
+        return {}
+    import msgspec
+
+    from diag.trace.kineto import KinetoTrace
+
+    decode = msgspec.msgpack.Decoder(KinetoTrace).decode
+    # Biggest first: the pool ends together instead of waiting on one late large window.
+    todo.sort(key=lambda item: -_size(item[0]))
+    import concurrent.futures
+
+    parsed: dict[Path, Any] = {}
+    try:
+        with _pool(worker_count(len(todo))) as pool:
+            futures = {
+                pool.submit(_parse_window, str(path), str(cache) if cache else None): path
+                for path, cache in todo
+            }
+            for future in concurrent.futures.as_completed(futures):
+                path = futures[future]
+                kind, body = future.result()
+                if kind == "trace":
+                    trace = decode(body)
+                    trace.path = str(path)
+                    parsed[path] = trace
+                if progress is not None:
+                    progress(_size(path))
+    except _POOL_ERRORS:
+        return parsed
+    return parsed
