@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import functools
 import gc
-import gzip
+import importlib
 import itertools
 import operator
 import os
@@ -29,7 +30,7 @@ import threading
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import msgspec
 
@@ -236,6 +237,49 @@ _DECODE_EVENTS = msgspec.json.Decoder(list[_RawEvent])
 _DECODE_DOC = msgspec.json.Decoder(_RawDoc)
 
 
+def _inflate_module() -> Any:
+    """isal's zlib (ISA-L: ~3x stdlib zlib's inflate) when installed, else the stdlib's."""
+    try:
+        return importlib.import_module("isal.isal_zlib")
+    except ImportError:
+        return zlib
+
+
+_INFLATE: Any = _inflate_module()
+_GZIP_ERRORS: tuple[type[BaseException], ...] = (zlib.error, _INFLATE.error)
+_COMPRESSED_READ = 1 << 20
+
+
+def _inflated(raw: BinaryIO, module: Any) -> Iterator[bytes]:
+    """The gzip file's content in pieces of at most _CHUNK bytes (a bomb stays bounded).
+
+    zlib is fed 1 MiB reads and releases the GIL for each whole inflate: unlike GzipFile's
+    8 KiB steps in Python, this overlaps with decoding on the main thread. Members follow
+    one another (zero padding between them is skipped, as gzip does); a file that ends
+    inside a member raises EOFError.
+    """
+    inflater = module.decompressobj(31)
+    started = False
+    data = b""
+    while True:
+        if not data:
+            data = raw.read(_COMPRESSED_READ)
+            if not data:
+                if started and not inflater.eof:
+                    raise EOFError("the gzip stream ends before its end marker")
+                return
+        if inflater.eof:
+            data = data.lstrip(b"\x00")
+            if not data:
+                continue
+            inflater = module.decompressobj(31)
+        out = inflater.decompress(data, _CHUNK)
+        started = True
+        data = inflater.unused_data if inflater.eof else inflater.unconsumed_tail
+        if out:
+            yield out
+
+
 class _Source:
     """The file's decompressed bytes in chunks, with how far into the file it has read.
 
@@ -255,11 +299,8 @@ class _Source:
             raise DiagError(f"{path}: cannot read ({exc.strerror})") from None
         self.size = os.fstat(self.raw.fileno()).st_size
         self.done = 0
-        gzipped = self.raw.read(2) == b"\x1f\x8b"
+        self.gzipped = self.raw.read(2) == b"\x1f\x8b"
         self.raw.seek(0)
-        self.stream: BinaryIO = (
-            gzip.GzipFile(fileobj=self.raw) if gzipped else self.raw  # type: ignore[assignment]
-        )
         self._queue: queue.Queue[tuple[bytes | BaseException, int]] = queue.Queue(maxsize=2)
         self._stop = threading.Event()
         self._eof = False
@@ -268,11 +309,15 @@ class _Source:
 
     def _pump(self) -> None:
         try:
-            while not self._stop.is_set():
-                data = self.stream.read(_CHUNK)
-                self._offer((data, self.raw.tell()))
-                if not data:
+            if self.gzipped:
+                pieces: Iterator[bytes] = _inflated(self.raw, _INFLATE)
+            else:
+                pieces = iter(functools.partial(self.raw.read, _CHUNK), b"")
+            for data in pieces:
+                if self._stop.is_set():
                     return
+                self._offer((data, self.raw.tell()))
+            self._offer((b"", self.raw.tell()))
         except BaseException as exc:  # handed to the reading thread, which raises it
             self._offer((exc, 0))
 
@@ -289,7 +334,7 @@ class _Source:
         data, self.done = self._queue.get()
         if isinstance(data, EOFError):
             raise DiagError(f"{self.path}: truncated gzip file (it ends mid-stream)")
-        if isinstance(data, gzip.BadGzipFile | zlib.error):
+        if isinstance(data, _GZIP_ERRORS):
             raise DiagError(f"{self.path}: corrupt gzip data ({data})")
         if isinstance(data, OSError):
             raise DiagError(f"{self.path}: cannot read ({data})")
@@ -301,7 +346,6 @@ class _Source:
     def close(self) -> None:
         self._stop.set()
         self._thread.join()
-        self.stream.close()
         self.raw.close()
 
 
@@ -450,6 +494,11 @@ class _Builder:
         self.end = float("-inf")
 
     def feed(self, events: list[_RawEvent]) -> None:
+        """Fold one decoded chunk into the columns.
+
+        CPU ops are most of a trace: they take a short path of their own (their span is
+        taken from the columns in finish(), not per op); every other event the general one.
+        """
         self.event_count += len(events)
         categories = _CATEGORIES
         unread = self.unread
@@ -461,11 +510,31 @@ class _Builder:
         for ev in events:
             if ev.ph != "X":
                 continue
-            kind = categories.get(ev.cat)
+            cat = ev.cat
+            if cat == "cpu_op":
+                ts = ev.ts
+                if ts is None:
+                    continue
+                args = ev.args
+                if args is not None:
+                    ext = args.external_id
+                    if ext is None:
+                        ext = args.external_id_2021
+                    if type(ext) is not int:
+                        ext = _as_int(ext)
+                    if ext:
+                        cpu_ext[ext] = len(cpu_names)
+                tid = ev.tid
+                add_name(intern(ev.name, ev.name))
+                add_ts(ts)
+                add_dur(ev.dur or 0.0)
+                add_tid(tid if type(tid) is int else _as_int(tid))
+                continue
+            kind = categories.get(cat)
             ts = ev.ts
             if kind is None or ts is None:
-                if kind is None and ev.cat not in _KNOWN_UNUSED:
-                    unread[ev.cat] = unread.get(ev.cat, 0) + 1
+                if kind is None and cat not in _KNOWN_UNUSED:
+                    unread[cat] = unread.get(cat, 0) + 1
                 continue
             dur = ev.dur or 0.0
             if ts < start:
@@ -497,6 +566,14 @@ class _Builder:
             else:
                 self._activity(kind, name, ts, dur, ev, tid, args)
         self.start, self.end = start, end
+
+    def span(self) -> tuple[float, float]:
+        """First start and last end over every event read, CPU ops included."""
+        start, end = self.start, self.end
+        if self.cpu_ts:
+            start = min(start, min(self.cpu_ts))
+            end = max(end, max(map(operator.add, self.cpu_ts, self.cpu_dur)))
+        return start, end
 
     def _runtime(self, name: str, ts: float, dur: float, tid: int, args: _RawArgs | None) -> None:
         if name not in self.rt_sync:
@@ -570,13 +647,14 @@ class _Builder:
             platform = "cuda"
         else:
             platform = "cpu"
-        empty = self.start > self.end
+        first, last = self.span()
+        empty = first > last
         return KinetoTrace(
             path=path,
             platform=platform,
             base_ns=base_ns,
-            start_ts=0.0 if empty else self.start,
-            end_ts=0.0 if empty else self.end,
+            start_ts=0.0 if empty else first,
+            end_ts=0.0 if empty else last,
             event_count=self.event_count,
             unread=self.unread,
             activities=activities,
@@ -587,40 +665,47 @@ class _Builder:
 
     def _cpu_ops(self, regions: dict[int, list[_Interval]]) -> tuple[list[CpuOp], _Rows]:
         """CPU ops with depth and region; and per thread, its ops sorted outer first."""
-        names = self.cpu_name
-        negated = [-d for d in self.cpu_dur]
-        # One C-level sort by (thread, start, longer first): no Python key function per op.
-        order = sorted(zip(self.cpu_tid, self.cpu_ts, negated, range(len(names)), strict=True))
-        del negated
+        names, all_ts, all_dur, all_tid = self.cpu_name, self.cpu_ts, self.cpu_dur, self.cpu_tid
+        tids = sorted(set(all_tid))
         ops: list[CpuOp] = []
         threads: _Rows = {}
-        first = 0
-        while first < len(order):
-            tid = order[first][0]
-            last = bisect.bisect_left(order, (tid + 1,), first)
-            rows = threads[tid] = order[first:last]
-            starts = [row[1] for row in rows]
+        for tid in tids:
+            if len(tids) == 1:
+                index: list[int] = list(range(len(names)))
+            else:
+                index = list(itertools.compress(range(len(names)), map(tid.__eq__, all_tid)))
+            starts = list(map(all_ts.__getitem__, index))
+            durs = list(map(all_dur.__getitem__, index))
+            if not _outer_first(starts, durs):  # (start, longer first, file order)
+                order = sorted(zip(starts, [-d for d in durs], index, strict=True))
+                starts = [row[0] for row in order]
+                durs = [-row[1] for row in order]
+                index = [row[2] for row in order]
+                del order
+            ends = list(map(operator.add, starts, durs))
             depths: list[int] = []
             open_ends: list[float] = []
             pop, push, add = open_ends.pop, open_ends.append, depths.append
-            for _, start, neg, _ in rows:
+            for start, end in zip(starts, ends, strict=True):
                 while open_ends and open_ends[-1] <= start:
                     pop()
                 add(len(open_ends))
-                push(start - neg)
+                push(end)
+            op_names = list(map(names.__getitem__, index))
+            threads[tid] = (starts, ends, op_names)
             ops.extend(
                 map(
                     CpuOp,
-                    [names[row[3]] for row in rows],
+                    op_names,
                     starts,
-                    [-row[2] for row in rows],
+                    durs,
                     itertools.repeat(tid),
                     depths,
                     _innermost(regions.get(tid, []), starts),
                 )
             )
-            first = last
-        ops.sort(key=_TS)
+        if len(tids) > 1:
+            ops.sort(key=_TS)
         return ops, threads
 
     def _launches(
@@ -647,7 +732,8 @@ class _Builder:
             ops = [cpu_name[cpu_ext[exts[i]]] if exts[i] in cpu_ext else None for i in order]
             missing = [k for k, op in enumerate(ops) if op is None]
             if missing:  # no External id to follow: the innermost op around the launch
-                spans = [(t, t - neg, cpu_name[i]) for _, t, neg, i in cpu_rows.get(tid, [])]
+                starts_ends_names = cpu_rows.get(tid, ([], [], []))
+                spans = list(zip(*starts_ends_names, strict=True))
                 found = _innermost(spans, [times[k] for k in missing])
                 for k, op in zip(missing, found, strict=True):
                     ops[k] = op
@@ -706,7 +792,21 @@ class _Builder:
 
 
 _Interval = tuple[float, float, str]  # start, end, label
-_Rows = dict[int, list[tuple[int, float, float, int]]]  # tid -> (tid, start, -dur, op index)
+_Rows = dict[
+    int, tuple[list[float], list[float], list[str]]
+]  # tid -> starts, ends, names, outer first
+
+
+def _outer_first(starts: list[float], durs: list[float]) -> bool:
+    """Whether a thread's ops are already sorted by start, longer first on ties (Kineto
+    writes them so): then no sort, and no tuple per op, is needed."""
+    following = itertools.islice(starts, 1, None)
+    if not all(map(operator.le, starts, following)):
+        return False
+    following = itertools.islice(starts, 1, None)
+    ties = itertools.compress(itertools.count(), map(operator.eq, starts, following))
+    return all(durs[i] >= durs[i + 1] for i in ties)
+
 
 _NO_ARGS = _RawArgs()
 
@@ -736,6 +836,8 @@ def _innermost(intervals: list[_Interval], times: list[float]) -> list[str]:
 
     `intervals` are sorted by start, outer first on ties; a stack of the open ones makes it one
     pass. Intervals that overlap without nesting (clock rounding) resolve to the later one.
+    The answer only changes where an interval starts or the top one ends, so the times in
+    between are found by bisection and filled at once: a step per interval, not per time.
     """
     if not intervals:
         return [""] * len(times)
@@ -743,7 +845,9 @@ def _innermost(intervals: list[_Interval], times: list[float]) -> list[str]:
     ends: list[float] = []
     labels: list[str] = []
     i, n = 0, len(intervals)
-    for t in times:
+    j, m = 0, len(times)
+    while j < m:
+        t = times[j]
         while i < n and intervals[i][0] <= t:
             start, end, label = intervals[i]
             while ends and ends[-1] < start:
@@ -755,7 +859,12 @@ def _innermost(intervals: list[_Interval], times: list[float]) -> list[str]:
         while ends and ends[-1] < t:
             ends.pop()
             labels.pop()
-        out.append(labels[-1] if labels else "")
+        # Unchanged while no interval starts (t < the next start) and the top one is open.
+        k = bisect.bisect_left(times, intervals[i][0], j + 1) if i < n else m
+        if ends:
+            k = min(k, bisect.bisect_right(times, ends[-1], j + 1))
+        out += itertools.repeat(labels[-1] if labels else "", k - j)
+        j = k
     return out
 
 
