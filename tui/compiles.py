@@ -7,17 +7,21 @@ With several processes the run column names the process: ranks' compiles look al
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 
 from rich.text import Text
 
 from diag.frames import label as frame_label
+from diag.rankset import ranks_text
 from diag.trace.run import Compile, RunData
 
 from .cells import field, lines, seconds, text
 from .compile_internals import compile_internals
 from .loader import TraceData
-from .table_view import Column, Row, TableView
+from .rank_groups import RankGroupedView, ranks_of
+from .table_view import Column, Row
 
 RESULT_STYLE = {"ok": "", "failed": "bold red", "recompile_limit": "bold red"}
 
@@ -29,13 +33,16 @@ class CompileInfo:
     process: str = ""  # `rank1` (or `proc0`) when the run has several processes
     frame: str = "?"  # unique in the run: name, or name@dir/file.py:line (diag.frames)
     source: RunData | None = None  # the run it belongs to: its timing and dims events
+    rank: int | None = None
+    #: A group's row (the same compile on many ranks): the ranks' own; `item` is the slowest's.
+    members: list[CompileInfo] = dataclass_field(default_factory=list)
 
 
 def _kinds(item: Compile) -> str:
     return ",".join(dict.fromkeys(g.kind for g in item.guards))
 
 
-class CompilesView(TableView):
+class CompilesView(RankGroupedView):
     COLUMNS = (
         Column("run"),
         Column("id", 6),
@@ -65,16 +72,45 @@ class CompilesView(TableView):
     NOUN = "compiles"
 
     def show(self, data: TraceData) -> None:
-        rows = [
-            self._row(
-                CompileInfo(
-                    label, item, run.process_tag(item.pid), frame_label(run, item.frame), run
+        rows: list[Row] = []
+        groups: list[str | None] = []
+        for label, run in data.trace.runs.items():
+            ranks = ranks_of(run)
+            for item in run.compiles:
+                frame = frame_label(run, item.frame)
+                info = CompileInfo(
+                    label, item, run.process_tag(item.pid), frame, run, ranks.get(item.pid)
                 )
-            )
-            for label, run in data.trace.runs.items()
-            for item in run.compiles
-        ]
-        self.set_rows(rows, empty="no compiles: nothing was compiled (an eager run?)")
+                rows.append(self._row(info))
+                # The same compile on many ranks: same id, frame, place, result and guards.
+                same = (
+                    label,
+                    item.epoch,
+                    item.compile_id,
+                    frame,
+                    item.phase,
+                    item.request_id,
+                    item.step,
+                    item.result,
+                    _kinds(item),
+                )
+                grouped = ranks and info.rank is not None
+                groups.append("|".join(map(str, same)) if grouped else None)
+        self.set_grouped(
+            rows, groups, self._group_row, "no compiles: nothing was compiled (an eager run?)"
+        )
+
+    def _group_row(self, key: str, members: list[Row]) -> Row:
+        infos: list[CompileInfo] = [m.payload for m in members]
+        slowest = max(infos, key=lambda i: i.item.duration_s or 0.0)
+        tag = ranks_text(i.rank for i in infos if i.rank is not None)
+        info = CompileInfo(
+            slowest.run, slowest.item, tag, slowest.frame, slowest.source, members=infos
+        )
+        row = self._row(info)
+        fields = dict(row.fields)
+        fields["process"] = ",".join(i.process for i in infos)
+        return Row(f"group|{key}", row.cells, fields, info, row.style)
 
     def _row(self, info: CompileInfo) -> Row:
         item = info.item
@@ -111,6 +147,28 @@ class CompilesView(TableView):
 
     def detail(self, row: Row) -> Text:
         info: CompileInfo = row.payload
+        if not info.members:
+            return self._detail(info)
+        times = [(m.item.duration_s, m.rank) for m in info.members if m.item.duration_s]
+        head = Text(f"the same compile on {info.process}", style="bold")
+        parts: list[Text | str] = [head]
+        if times:
+            slow, fast = (
+                max(times, key=lambda t: t[0] or 0.0),
+                min(times, key=lambda t: t[0] or 0.0),
+            )
+            median = statistics.median(t for t, _ in times if t is not None)
+            parts.append(
+                field(
+                    "took",
+                    f"slowest rank {slow[1]} {seconds(slow[0])}, median {seconds(median)}, "
+                    f"fastest rank {fast[1]} {seconds(fast[0])}",
+                )
+            )
+        parts.append("Enter: show or hide the ranks' own rows; below, the slowest rank's compile")
+        return lines(*parts, self._detail(info))
+
+    def _detail(self, info: CompileInfo) -> Text:
         item = info.item
         head = Text(f"compile {item.compile_id} of ", style="bold")
         head.append(info.frame if item.frame else "?", style="bold")

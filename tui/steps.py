@@ -5,18 +5,22 @@ The plot follows the run of the highlighted row (the compiled run or its eager b
 
 from __future__ import annotations
 
+import statistics
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rich.text import Text
 from textual.app import ComposeResult
 
+from diag.rankset import ranks_text
 from diag.trace.run import Compile, Event, RunData, Step
 
-from .cells import field, lines, seconds, shape, size, text, yes
+from .cells import field as labelled
+from .cells import lines, seconds, shape, size, text, yes
 from .loader import TraceData
+from .rank_groups import RankGroupedView, ranks_of
 from .step_plot import PlotData, StepPlot
-from .table_view import Column, Row, TableView
+from .table_view import Column, Row
 
 
 @dataclass
@@ -26,6 +30,9 @@ class StepInfo:
     compiles: list[Compile]
     events: list[Event]
     process: str = ""  # `rank1` (or `proc0`) when the run has several processes
+    rank: int | None = None
+    #: A group's row (many ranks, one step): the ranks' own steps; `step` is the slowest's.
+    members: list[StepInfo] = field(default_factory=list)
 
 
 def _by_step(
@@ -49,7 +56,7 @@ def _compile_cell(compiles: list[Compile]) -> str:
     return f"{len(compiles)} · {seconds(sum(c.duration_s or 0.0 for c in compiles))}"
 
 
-class StepsView(TableView):
+class StepsView(RankGroupedView):
     COLUMNS = (
         Column("run"),
         Column("request"),
@@ -81,8 +88,10 @@ class StepsView(TableView):
 
     def show(self, data: TraceData) -> None:
         rows: list[Row] = []
+        groups: list[str | None] = []
         for label, run in data.trace.runs.items():
             compiles, events = _by_step(run)
+            ranks = ranks_of(run)
             for step in sorted(run.steps, key=lambda s: s.start_t):
                 key = (step.pid, step.request_id, step.index)
                 info = StepInfo(
@@ -91,11 +100,41 @@ class StepsView(TableView):
                     compiles.get(key, []),
                     events.get(key, []),
                     run.process_tag(step.pid),
+                    ranks.get(step.pid),
                 )
                 rows.append(self._row(info))
-        self.set_rows(rows, empty="no steps: the program reported no step boundaries")
+                grouped = ranks and info.rank is not None
+                groups.append(f"{label}|{step.request_id}|{step.index}" if grouped else None)
+        self.set_grouped(
+            rows, groups, self._group_row, "no steps: the program reported no step boundaries"
+        )
         if not rows:
             self.query_one(StepPlot).show(PlotData(title="step time", notes=("no steps",)))
+
+    def _group_row(self, key: str, members: list[Row]) -> Row:
+        """One step of many ranks: the slowest rank's times, every rank's compiles."""
+        infos: list[StepInfo] = [m.payload for m in members]
+        slowest = max(infos, key=lambda i: i.step.wall_s or 0.0)
+        tag = ranks_text(i.rank for i in infos if i.rank is not None)
+        info = StepInfo(
+            slowest.run,
+            slowest.step,
+            [c for i in infos for c in i.compiles],
+            [e for i in infos for e in i.events],
+            tag,
+            members=infos,
+        )
+        row = self._row(info)
+        compiling = [i for i in infos if i.compiles]
+        cells = list(row.cells)
+        if compiling:
+            # The ranks compiled side by side: the time is the slowest rank's, not their sum.
+            longest = max(sum(c.duration_s or 0.0 for c in i.compiles) for i in compiling)
+            who = ranks_text(i.rank for i in compiling if i.rank is not None)
+            cells[7] = text(f"{len(info.compiles)} · {seconds(longest)} on {who}", "red")
+        fields = dict(row.fields)
+        fields["process"] = ",".join(i.process for i in infos)
+        return Row(f"group|{key}", cells, fields, info, row.style)
 
     def _row(self, info: StepInfo) -> Row:
         step = info.step
@@ -130,16 +169,18 @@ class StepsView(TableView):
 
     def detail(self, row: Row) -> Text:
         info: StepInfo = row.payload
+        if info.members:
+            return _group_detail(info)
         step = info.step
         parts: list[Text | str] = [
             Text(f"{info.run} run, request {step.request_id}, step {step.index}", style="bold"),
-            field("phase", step.phase),
-            field("shape", shape(step.shape) or "unknown"),
-            field("wall", _times(step)),
+            labelled("phase", step.phase),
+            labelled("shape", shape(step.shape) or "unknown"),
+            labelled("wall", _times(step)),
         ]
         if step.memory:
             parts.append(
-                field(
+                labelled(
                     "memory",
                     "   ".join(
                         f"{k} {size(v)}" for k, v in step.memory.items() if isinstance(v, int)
@@ -176,7 +217,10 @@ class StepsView(TableView):
         else:
             selected = row.key
         run = row.payload.run
-        infos = [r for r in self.rows if r.payload.run == run]
+        # One point per step: a group's is its slowest rank's (what a collective waits for);
+        # a rank's row of an open group selects its group's point.
+        infos = [r for r in self.rows if r.payload.run == run and self.head_key(r) == r.key]
+        selected = None if selected is None else self.head_key(row)
         values = [r.payload.step.wall_s or 0.0 for r in infos]
         plot.show(
             PlotData(
@@ -193,3 +237,58 @@ def _times(step: Step) -> str:
     """Wall time, and GPU time where the step used a GPU (a CPU step has none to show)."""
     wall = seconds(step.wall_s) or "?"
     return wall if step.gpu_s is None else f"{wall}   gpu: {seconds(step.gpu_s)}"
+
+
+def _group_detail(info: StepInfo) -> Text:
+    """A step on many ranks: who ran it, the spread of their times, who compiled in it."""
+    step = info.step
+    walls = [(m.step.wall_s, m.rank) for m in info.members if m.step.wall_s is not None]
+    parts: list[Text | str] = [
+        Text(
+            f"{info.run} run, request {step.request_id}, step {step.index}, on {info.process}",
+            style="bold",
+        ),
+        labelled("phase", step.phase),
+        labelled("shape", shape(step.shape) or "unknown"),
+    ]
+    if walls:
+        slow = max(walls, key=lambda w: w[0] or 0.0)
+        fast = min(walls, key=lambda w: w[0] or 0.0)
+        median = statistics.median(w for w, _ in walls if w is not None)
+        parts.append(
+            labelled(
+                "wall",
+                f"slowest rank {slow[1]} {seconds(slow[0])}, median {seconds(median)}, "
+                f"fastest rank {fast[1]} {seconds(fast[0])}",
+            )
+        )
+    compiling = [m for m in info.members if m.compiles]
+    if 0 < len(compiling) <= 4:
+        for member in compiling:
+            for item in member.compiles:
+                line = Text(f"rank {member.rank}: compile {item.compile_id} of ")
+                line.append(item.frame.name if item.frame else "?")
+                line.append(f": {seconds(item.duration_s)}, {item.result}")
+                parts.append(line)
+    elif compiling:  # many ranks: per frame, how many compiled and the spread of their time
+        frames: dict[str, list[tuple[float, int | None]]] = {}
+        for member in compiling:
+            for item in member.compiles:
+                name = item.frame.name if item.frame else "?"
+                frames.setdefault(name, []).append((item.duration_s or 0.0, member.rank))
+        for name, times in frames.items():
+            slow = max(times, key=lambda t: t[0])
+            who = ranks_text(r for _, r in times if r is not None)
+            line = Text(f"{who}: {len(times)} compile(s) of ")
+            line.append(name)
+            line.append(
+                f", median {seconds(statistics.median(t for t, _ in times))}, "
+                f"slowest rank {slow[1]} {seconds(slow[0])}"
+            )
+            parts.append(line)
+    if compiling:
+        quiet = [m.rank for m in info.members if not m.compiles and m.rank is not None]
+        if quiet:
+            parts.append(f"{ranks_text(quiet)} compiled nothing in this step")
+    parts.append("Enter: show or hide the ranks' own rows")
+    return lines(*parts)
