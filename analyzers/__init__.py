@@ -26,6 +26,7 @@ REGISTRY: dict[str, str] = {
     "dynamic-shapes": "dynamic_shapes",
     "compile-time": "compile_time",
     "trace-boundary": "trace_boundary",
+    "cudagraphs": "cudagraphs",
     "warmup-hygiene": "hygiene",
     "magi-compile": "magi",
     "kernel-routing": "kernel_routing",

@@ -29,7 +29,9 @@ def analyze(trace: Trace) -> list[Finding]:
 def _analyze_run(run: RunData) -> list[Finding]:
     findings: list[Finding] = []
     suffix = "" if run.label == "compiled" else f"@{run.label}"
-    empty = [e for e in run.of("empty_cache") if _live(e)]
+    recording = _recording_windows(run)
+    by_torch = [e for e in run.of("empty_cache") if _live(e) and _inside(recording, e)]
+    empty = [e for e in run.of("empty_cache") if _live(e) and not _inside(recording, e)]
     if empty:
         requests = _requests(empty)
         warm = [e for e in run.of("empty_cache") if e.position[0] == "warmup"]
@@ -42,6 +44,8 @@ def _analyze_run(run: RunData) -> list[Finding]:
         ]
         if warm:
             evidence.append(f"also {len(warm)} call(s) in warmup (harmless, not counted)")
+        if by_torch:
+            evidence.append(_by_torch_line(by_torch))
         findings.append(
             Finding(
                 id=f"{ANALYZER}:empty_cache{suffix}",
@@ -63,7 +67,7 @@ def _analyze_run(run: RunData) -> list[Finding]:
             )
         )
     collects = [e for e in run.of("gc_collect") if _live(e)]
-    program = [e for e in collects if not _inside_compile(run, e)]
+    program = [e for e in collects if not _inside_compile(run, e) and not _inside(recording, e)]
     if program:
         requests = _requests(program)
         findings.append(
@@ -94,6 +98,30 @@ def _analyze_run(run: RunData) -> list[Finding]:
             )
         )
     return findings
+
+
+def _recording_windows(run: RunData) -> dict[int, list[tuple[int, int]]]:
+    """Each process's CUDA-graph recordings as (start, end): torch.cuda.graph() itself calls
+    gc.collect() and torch.cuda.empty_cache() as a capture begins, so calls inside a recording
+    are torch's, not the program's (collectors/cudagraphs.py times the recordings)."""
+    windows: dict[int, list[tuple[int, int]]] = {}
+    for event in run.of("cudagraph_record"):
+        start = event.data.get("start_t")
+        if isinstance(start, int):
+            windows.setdefault(event.pid, []).append((start, event.t))
+    return windows
+
+
+def _inside(windows: dict[int, list[tuple[int, int]]], event: Event) -> bool:
+    return any(start <= event.t <= end for start, end in windows.get(event.pid, ()))
+
+
+def _by_torch_line(events: list[Event]) -> str:
+    return (
+        f"not counted: {len(events)} call(s) torch made itself while recording CUDA graphs "
+        "(torch.cuda.graph() empties the cache as a capture begins; the cudagraphs analyzer "
+        "reports the recordings)"
+    )
 
 
 def _live(event: Event) -> bool:

@@ -396,6 +396,19 @@ def _dim_name(cov: _Coverage, index: int) -> str:
 # --- INFO: coverage and warmup cost ------------------------------------------------------------
 
 
+def _size_recompiled(run: RunData) -> set[tuple[int, str]]:
+    """(pid, request) pairs with a live compile whose newest failing guard is on a size."""
+    return {
+        (c.pid, c.request_id)
+        for c in run.compiles
+        if c.live
+        and c.request_id is not None
+        and c.result not in _NOT_COMPILED
+        and c.guards
+        and c.guards[0].kind in _SIZE_KINDS
+    }
+
+
 def _coverage_finding(run: RunData) -> Finding | None:
     live: dict[tuple[int, Shape], list[str]] = {}
     for request in run.requests:
@@ -417,12 +430,21 @@ def _coverage_finding(run: RunData) -> Finding | None:
     for pid, shape in live:
         by_shape.setdefault(shape, []).append(pid)
     live_texts = [_shape_label(run, s, live, pids) for s, pids in by_shape.items()]
+    resized = _size_recompiled(run)
     for (pid, shape), rids in live.items():
         cov = _coverage(shape, _warm_shapes(run, pid), _names(run, pid, shape))
         gaps = [_dim_name(cov, i) for i in cov.static_gaps]
         label = _shape_label(run, shape, live, by_shape[shape])
-        if not cov.covered and shape not in uncovered_shapes:
-            if gaps:
+        # Automatic dynamic would serve a varied dim; a size recompile says this frame did not.
+        static = cov.covered and any((pid, rid) in resized for rid in rids)
+        if (not cov.covered or static) and shape not in uncovered_shapes:
+            if static:
+                why = (
+                    ": recompiled live on a size guard although warmup varied the dimension "
+                    "(the frame keeps it static: dynamic=False, automatic dynamic off, or "
+                    "mark_static)"
+                )
+            elif gaps:
                 why = f": {_join(gaps)} never warmed"
             elif not cov.warm:
                 why = ": no warmup request with a shape"
@@ -431,7 +453,12 @@ def _coverage_finding(run: RunData) -> Finding | None:
             not_covered.append(label + why)
             uncovered_shapes.add(shape)
         rows.append(
-            {"shape": list(shape), "requests": rids, "covered": cov.covered, "uncovered": gaps}
+            {
+                "shape": list(shape),
+                "requests": rids,
+                "covered": cov.covered and not static,
+                "uncovered": gaps,
+            }
         )
     shapes = {shape for _, shape in live}
     covered_n = len(shapes - uncovered_shapes)

@@ -161,6 +161,14 @@ class _Index:
                 index if isinstance(index, int) else None,
             )
             self.timings.setdefault(key, []).append(event)
+        # CUDA-graph recordings per request (collectors/cudagraphs.py): a new size's graph runs
+        # eagerly at its first call (step 0) and records at the next.
+        self.recordings: dict[tuple[int, str | None], list[Event]] = {}
+        for event in run.of("cudagraph_record"):
+            rid = event.data.get("request_id")
+            self.recordings.setdefault(
+                (event.pid, rid if isinstance(rid, str) else None), []
+            ).append(event)
         self.windows: dict[int, list[Event]] = {}
         for event in run.of("profile_window_start"):
             self.windows.setdefault(event.pid, []).append(event)
@@ -322,6 +330,16 @@ def _check(
     tuning = _tuning(index.timings.get((request.pid, rid, step0.index), []))
     if any(tuning.values()):
         evidence.append(_tuning_line(tuning, compile_s))
+    recorded = index.recordings.get((request.pid, rid), [])
+    if recorded and [e for e in recorded if e.data.get("step") in (0, 1)]:
+        causes.append("cudagraph")
+        steps = sorted({str(e.data.get("step")) for e in recorded})
+        evidence.append(
+            f"{len(recorded)} CUDA graph(s) recorded in this request (step(s) "
+            f"{', '.join(steps)}): cudagraph trees run a graph eagerly at its first call at a "
+            "new size (step 0 here) and record it at the next; the cudagraphs finding for "
+            f"{rid} has the recordings"
+        )
     if step0.profiled:
         causes.append("profiler")
         name = f" (window {window})" if window else ""
@@ -528,6 +546,8 @@ def _cause_title(
 ) -> str:
     if cause == "compile":
         return f"{len(compiles)} compile(s) of {', '.join(frames)} ({_secs(compile_s)})"
+    if cause == "cudagraph":
+        return "CUDA graphs warming up at a new size (an eager run, then the recording)"
     if cause == "profiler":
         return "the profiler starting"
     if cause == "allocator" and growth is not None:
@@ -543,6 +563,11 @@ def _fix(cause: str, frames: list[str]) -> str:
             f"Move the compile out of live traffic: see live-compile's fix for "
             f"{', '.join(frames)} (warm up the shape or value that triggered it, or make it "
             "dynamic)."
+        )
+    if cause == "cudagraph":
+        return (
+            "Record the request's CUDA graphs in warmup: see the cudagraphs finding's fix (warm "
+            "every size traffic sends, or serve static graphs)."
         )
     if cause == "profiler":
         return (

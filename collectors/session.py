@@ -172,6 +172,9 @@ class Session:
         from .trace_boundary import TraceBoundary
 
         self.guarded("trace_boundary", TraceBoundary.install, self)
+        from .cudagraphs import CudaGraphCollector
+
+        self.guarded("cudagraphs", CudaGraphCollector.install, self)
         self.steps = steps.StepTracker(self)
         self.guarded("hygiene", hygiene.install, self)
         from . import crash

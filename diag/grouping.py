@@ -7,8 +7,9 @@ step0-spike what each cost its request: six findings, one fix. Grouping keeps ev
 finding's `group` is its headline's id, the headline's `related` lists them.
 
 Which belong together: findings of the same run and process that name the same compile
-(`data.compile_ids`), and, under a guard-churn or recompile-limit headline, a cache-bloat of
-the same frame (the entries the churn left). A recompile that live-compile explains by another
+(`data.compile_ids`), a step0-spike of the request whose CUDA graphs cudagraphs reports, and,
+under a guard-churn or recompile-limit headline, a cache-bloat of the same frame (the entries
+the churn left). A recompile that live-compile explains by another
 guard than the churned one (an unwarmed width recompiles on a size guard, and the churned
 config guard fails beside it) is not the churn's: it heads its own group. The headline is the
 most causal analyzer present (HEADLINE_ORDER); INFO findings are context and never grouped; a
@@ -27,6 +28,7 @@ HEADLINE_ORDER = (
     "recompile-limit",
     "guard-churn",
     "live-compile",
+    "cudagraphs",
     "rank-divergence",
     "cache-bloat",
     "step0-spike",
@@ -102,6 +104,10 @@ def _echoes(head: Finding, other: Finding, compiles: set[str]) -> bool:
         return False
     if compiles & _compiles(other):
         return True
+    if head.analyzer == "cudagraphs" and other.analyzer == "step0-spike":
+        # A request whose graphs recorded live without a compile: its step-0 spike is theirs.
+        rid = head.data.get("request_id")
+        return rid is not None and rid == other.data.get("request_id")
     return (
         head.analyzer in _FRAME_HEADLINES
         and other.analyzer in _FRAME_ECHOES
