@@ -1,15 +1,21 @@
-"""Ingest speed and memory: diag's Kineto reader (and its cache) against HTA on one big trace.
+"""Kineto ingest speed and memory: diag's reader (first open, cached open) against HTA, by size.
 
-Each measurement runs in its own child process, the variants alternating, so that one
-process's heap or page cache does not favour the next; the table gives median wall time of the
-ingest call itself (imports excluded) and the child's peak RSS (ru_maxrss from wait4).
+Traces of about 50, 250 and 1000 MB of JSON are made by replicating the real H200 trace
+(bench/synth_kineto.py; kept in --work between runs), plus the biggest real public traces in
+shared/data/kineto. Each measurement runs in its own child process, the variants alternating,
+so that one process's heap or page cache does not favour the next. diag's children are pinned
+to one CPU (sched_setaffinity; the gunzip thread shares it), HTA's are not. The table gives
+the median wall time of the ingest call itself, the child's peak RSS (ru_maxrss from wait4),
+and, for diag's first open, where the time goes: process start and imports, gunzip (on the
+reader thread), JSON decoding, folding events into columns, the joins, the cache write, and
+cutting the trace into profiler steps (what `diag analyze --kineto` does next).
 
-    python bench/ingest.py                        # makes a >= 1.5 M-event trace, 3 repeats
-    python bench/ingest.py --trace big.json.gz --repeats 1 --json
+    python bench/ingest.py                                  # 50, 250, 1000 MB; 3 repeats
+    python bench/ingest.py --sizes 50,250 --repeats 1 --hta-repeats 1
+    python bench/ingest.py --trace big.json.gz --json
 
-Variants: `read_kineto` (parse only), first open through the cache (parse + write the
-msgpack), cached open, and HTA's `TraceAnalysis(trace_dir=...)` with HTA_DISABLE_NS_ROUNDING=1,
-which is what an HTA user runs first.
+HTA is `TraceAnalysis(trace_dir=...)` with HTA_DISABLE_NS_ROUNDING=1, what an HTA user runs
+first; it takes minutes at 1 GB, so it runs --hta-repeats times (default 1) at each size.
 """
 
 from __future__ import annotations
@@ -23,57 +29,108 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from synth_kineto import default_source, replicate  # noqa: E402 (the sibling bench script)
+from synth_kineto import SHARED_KINETO, default_source, replicate  # noqa: E402 (sibling script)
 
 CHILD = r"""
 import json, os, sys, time
-mode, path, cache = sys.argv[1], sys.argv[2], sys.argv[3]
+started = time.time()
+mode, path, cache, spawned = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
 if mode == "hta":
     os.environ["HTA_DISABLE_NS_ROUNDING"] = "1"
     from hta.trace_analysis import TraceAnalysis
+    imported = time.time()
     start = time.perf_counter()
     analysis = TraceAnalysis(trace_dir=os.path.dirname(path))
     seconds = time.perf_counter() - start
     frame = analysis.t.get_trace(0)
     rows = len(frame)
     kernels = int((frame["cat"] == analysis.t.symbol_table.get_sym_id_map()["kernel"]).sum())
+    print(json.dumps({"seconds": seconds, "rows": rows, "kernels": kernels,
+                      "start_s": started - spawned, "import_s": imported - started}))
+    sys.exit(0)
+from pathlib import Path
+from diag.trace import kineto, kinetocache
+from diag.trace.profiles import profiles_from_kineto
+imported = time.time()
+parts = {}
+def timed(owner, name, label):
+    inner = getattr(owner, name)
+    def wrapper(*args, **kwargs):
+        t = time.perf_counter()
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            parts[label] = parts.get(label, 0.0) + time.perf_counter() - t
+    setattr(owner, name, wrapper)
+class Decoder:
+    def __init__(self, inner, label):
+        self.inner, self.label = inner, label
+    def decode(self, data):
+        t = time.perf_counter()
+        try:
+            return self.inner.decode(data)
+        finally:
+            parts["decode"] = parts.get("decode", 0.0) + time.perf_counter() - t
+kineto._DECODE_EVENTS = Decoder(kineto._DECODE_EVENTS, "decode")
+kineto._DECODE_DOC = Decoder(kineto._DECODE_DOC, "decode")
+inflated = kineto._inflated
+def gunzip(*args):
+    t = time.thread_time()  # the reader thread's own CPU time
+    for piece in inflated(*args):
+        parts["gunzip_cpu"] = parts.get("gunzip_cpu", 0.0) + time.thread_time() - t
+        yield piece
+        t = time.thread_time()
+kineto._inflated = gunzip
+for name, label in [("feed", "fold"), ("_cpu_ops", "join_cpu"), ("_launches", "join_launch"),
+                    ("_activities", "join_activity"), ("finish", "finish")]:
+    timed(kineto._Builder, name, label)
+timed(kinetocache, "_write", "cache_write")
+timed(kinetocache, "_read", "cache_read")
+start = time.perf_counter()
+if mode == "diag-read":
+    trace = kineto.read_kineto(Path(path))
 else:
-    from diag.trace.kineto import read_kineto
-    from diag.trace.kinetocache import load_kineto
-    from pathlib import Path
-    start = time.perf_counter()
-    if mode == "diag-read":
-        trace = read_kineto(Path(path))
-    else:
-        trace = load_kineto(Path(path), Path(cache))
-    seconds = time.perf_counter() - start
-    rows = trace.event_count
-    kernels = sum(1 for a in trace.activities if a.kind == "kernel")
-print(json.dumps({"seconds": seconds, "rows": rows, "kernels": kernels}))
+    trace = kinetocache.load_kineto(Path(path), Path(cache))
+seconds = time.perf_counter() - start
+t = time.perf_counter()
+profiles = profiles_from_kineto("trace", trace)
+parts["steps"] = time.perf_counter() - t
+kernels = sum(1 for a in trace.activities if a.kind == "kernel")
+print(json.dumps({"seconds": seconds, "rows": trace.event_count, "kernels": kernels,
+                  "steps": len(profiles), "cpu_s": time.process_time(),
+                  "start_s": started - spawned, "import_s": imported - started, "parts": parts,
+                  "inflate": kineto._INFLATE.__name__}))
 """
 
 VARIANTS = {
     "hta": "HTA TraceAnalysis",
-    "diag-read": "diag read_kineto",
-    "diag-first": "diag first open (cache write)",
+    "diag-first": "diag first open (parse + cache write)",
     "diag-cached": "diag cached open",
 }
 
 
-def run_child(mode: str, trace: Path, cache: Path) -> dict[str, Any]:
+def run_child(mode: str, trace: Path, cache: Path, cpu: int | None) -> dict[str, Any]:
     """One ingest in a fresh interpreter: its own timing, and its peak RSS from wait4."""
     env = {**os.environ, "PYTHONHASHSEED": "0"}
+
+    def pin() -> None:
+        if cpu is not None:
+            os.sched_setaffinity(0, {cpu})
+
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        spawned = time.time()
         proc = subprocess.Popen(
-            [sys.executable, "-c", CHILD, mode, str(trace), str(cache)],
+            [sys.executable, "-c", CHILD, mode, str(trace), str(cache), repr(spawned)],
             stdout=out,
             stderr=err,
             env=env,
+            preexec_fn=pin if cpu is not None else None,  # noqa: PLW1509 (no threads here)
         )
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -86,111 +143,215 @@ def run_child(mode: str, trace: Path, cache: Path) -> dict[str, Any]:
     return result
 
 
-def describe(trace: Path) -> dict[str, Any]:
-    with gzip.open(trace, "rb") as handle:
-        size = 0
+def json_mb(trace: Path) -> float:
+    """Size of the trace's JSON, decompressed."""
+    size = 0
+    opener = gzip.open if trace.read_bytes()[:2] == b"\x1f\x8b" else open
+    with opener(trace, "rb") as handle:
         while chunk := handle.read(16 << 20):
             size += len(chunk)
-    return {
-        "file": str(trace),
-        "json_mb": round(size / 1e6, 1),
-        "gzip_mb": round(trace.stat().st_size / 1e6, 1),
-    }
+    return size / 1e6
 
 
-def measure(trace: Path, repeats: int) -> dict[str, Any]:
+def make_traces(work: Path, sizes: list[int], extra: list[Path]) -> list[tuple[str, Path]]:
+    """One folder per trace (HTA reads every trace file in its folder): replicated sizes, kept
+    in `work` between runs, then the given real traces (linked)."""
+    source = default_source()
+    per_event = json_mb(source) * 1e6 / len(_events(source))
+    traces = []
+    for mb in sizes:
+        target = work / f"synth-{mb}mb" / "trace.json.gz"
+        if not target.exists():
+            print(f"making a ~{mb} MB trace from {source.name}", file=sys.stderr)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            partial = target.with_suffix(".partial")
+            replicate(source, partial, int(mb * 1e6 / per_event))
+            partial.rename(target)
+        traces.append((f"{source.name} x{mb} MB", target))
+    for path in extra:
+        link = work / f"real-{path.name.split('.')[0]}" / "trace.json.gz"
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if not link.exists():
+            os.symlink(path.resolve(), link)
+        traces.append((path.name, link))
+    return traces
+
+
+def _events(path: Path) -> list[Any]:
+    with gzip.open(path, "rb") as handle:
+        events: list[Any] = json.loads(handle.read())["traceEvents"]
+    return events
+
+
+def measure(trace: Path, repeats: int, hta_repeats: int, cpu: int | None) -> dict[str, Any]:
     cache = trace.parent / ".diag-cache"
     samples: dict[str, list[dict[str, Any]]] = {mode: [] for mode in VARIANTS}
-    for repeat in range(repeats):
+    for repeat in range(max(repeats, hta_repeats)):
         for mode in VARIANTS:
+            if repeat >= (hta_repeats if mode == "hta" else repeats):
+                continue
             if mode == "diag-first":
                 shutil.rmtree(cache, ignore_errors=True)
-            sample = run_child(mode, trace, cache)
+            sample = run_child(mode, trace, cache, None if mode == "hta" else cpu)
             samples[mode].append(sample)
             print(
-                f"  [{repeat + 1}/{repeats}] {VARIANTS[mode]:<32} {sample['seconds']:8.2f} s "
-                f"{sample['peak_rss_mb']:8.0f} MB",
+                f"  [{repeat + 1}] {VARIANTS[mode]:<40} {sample['seconds']:8.2f} s "
+                f"{sample['peak_rss_mb']:8.0f} MB  load {os.getloadavg()[0]:.2f}",
                 file=sys.stderr,
             )
-    summary = {
-        mode: {
+    shutil.rmtree(cache, ignore_errors=True)
+    summary: dict[str, Any] = {}
+    for mode, runs in samples.items():
+        if not runs:
+            continue
+        summary[mode] = {
             "median_s": statistics.median(s["seconds"] for s in runs),
             "runs_s": [round(s["seconds"], 3) for s in runs],
             "peak_rss_mb": statistics.median(s["peak_rss_mb"] for s in runs),
             "kernels": runs[0]["kernels"],
+            "rows": runs[0]["rows"],
+            "start_s": statistics.median(s["start_s"] for s in runs),
+            "import_s": statistics.median(s["import_s"] for s in runs),
         }
-        for mode, runs in samples.items()
-    }
-    return {
-        "events": samples["diag-read"][0]["rows"],
-        "variants": summary,
-        "ratios": {
-            "hta_over_diag_time": summary["hta"]["median_s"] / summary["diag-read"]["median_s"],
-            "diag_over_hta_rss": summary["diag-read"]["peak_rss_mb"]
-            / summary["hta"]["peak_rss_mb"],
-            "first_over_cached_open": summary["diag-first"]["median_s"]
-            / summary["diag-cached"]["median_s"],
-        },
-    }
+        if mode != "hta":
+            keys = sorted({k for s in runs for k in s["parts"]})
+            summary[mode]["parts"] = {
+                k: statistics.median(s["parts"].get(k, 0.0) for s in runs) for k in keys
+            }
+            summary[mode]["cpu_s"] = statistics.median(s["cpu_s"] for s in runs)
+            summary[mode]["steps"] = runs[0]["steps"]
+            summary[mode]["inflate"] = runs[0]["inflate"]
+    return summary
+
+
+def breakdown(v: dict[str, Any]) -> list[tuple[str, float]]:
+    """The first open's wall time by part (medians over repeats; they need not add up exactly)."""
+    p = v["parts"]
+    joins = p.get("finish", 0.0)
+    parse = v["median_s"] - p.get("cache_write", 0.0) - p.get("cache_read", 0.0)
+    rest = parse - p.get("decode", 0.0) - p.get("fold", 0.0) - joins
+    return [
+        ("process start (interpreter)", v["start_s"]),
+        ("imports (diag.trace, msgspec)", v["import_s"]),
+        ("JSON decode (msgspec -> structs)", p.get("decode", 0.0)),
+        ("fold events into columns", p.get("fold", 0.0)),
+        ("joins: CPU op nesting, regions", p.get("join_cpu", 0.0)),
+        ("joins: launch -> op, region (External id)", p.get("join_launch", 0.0)),
+        ("joins: kernel -> launch (correlation)", p.get("join_activity", 0.0)),
+        (
+            "joins: the rest (sort, syncs, annotations)",
+            joins
+            - p.get("join_cpu", 0.0)
+            - p.get("join_launch", 0.0)
+            - p.get("join_activity", 0.0),
+        ),  # fmt: skip
+        ("chunking, freeing, waiting on gunzip", rest),
+        ("cache write (msgpack, crc32, rename)", p.get("cache_write", 0.0)),
+        ("= first open (the ingest call)", v["median_s"]),
+        ("gunzip CPU (reader thread, same core)", p.get("gunzip_cpu", 0.0)),
+        ("step cutting (profiles_from_kineto)", p.get("steps", 0.0)),
+    ]
 
 
 def table(info: dict[str, Any]) -> str:
-    trace = info["trace"]
     lines = [
-        f"trace {trace['file']}: {info['events']:,} events, {trace['json_mb']} MB JSON, "
-        f"{trace['gzip_mb']} MB gzip",
-        f"machine: {info['cpus']} CPUs, load average {info['load_before']} before, "
-        f"{info['load_after']} after; python {info['python']}, msgspec {info['msgspec']}, "
-        f"traceinsight {info['traceinsight']}; {info['repeats']} repeat(s)",
+        f"machine: {info['cpus']} CPUs, diag pinned to CPU {info['cpu']}, load average "
+        f"{info['load_before']} before, {info['load_after']} after; python {info['python']}, "
+        f"msgspec {info['msgspec']}, traceinsight {info['traceinsight']}, gunzip by "
+        f"{info['inflate']}; diag {info['repeats']} repeat(s), HTA {info['hta_repeats']}",
         "",
-        f"{'variant':<32} {'median s':>9} {'peak RSS MB':>12}  runs (s)",
+        f"{'trace':<44} {'JSON MB':>8} {'events':>10} {'HTA s':>8} {'HTA MB':>7} "
+        f"{'first s':>8} {'MB/s':>6} {'cached s':>9} {'diag MB':>8} {'HTA/diag':>9} "
+        f"{'RSS d/H':>8} {'first/cached':>12}",
     ]
-    for mode, label in VARIANTS.items():
-        v = info["variants"][mode]
-        runs = " ".join(f"{s:.2f}" for s in v["runs_s"])
-        lines.append(f"{label:<32} {v['median_s']:9.2f} {v['peak_rss_mb']:12.0f}  {runs}")
-    r = info["ratios"]
-    lines += [
-        "",
-        f"HTA / diag time        {r['hta_over_diag_time']:6.1f}x   (target >= 10x)",
-        f"diag / HTA peak RSS    {r['diag_over_hta_rss']:6.2f}    (target <= 0.5)",
-        f"first / cached open    {r['first_over_cached_open']:6.1f}x   (target >= 5x)",
-        f"kernels: diag {info['variants']['diag-read']['kernels']}, "
-        f"HTA {info['variants']['hta']['kernels']} (HTA drops the last profiler step)",
-    ]
+    for row in info["traces"]:
+        v = row["variants"]
+        hta, first, cached = v.get("hta"), v["diag-first"], v["diag-cached"]
+        hta_s = f"{hta['median_s']:8.2f}" if hta else f"{'-':>8}"
+        hta_mb = f"{hta['peak_rss_mb']:7.0f}" if hta else f"{'-':>7}"
+        speed = f"{hta['median_s'] / first['median_s']:8.1f}x" if hta else f"{'-':>9}"
+        rss = f"{first['peak_rss_mb'] / hta['peak_rss_mb']:8.2f}" if hta else f"{'-':>8}"
+        lines.append(
+            f"{row['name'][:44]:<44} {row['json_mb']:8.1f} {first['rows']:10,} {hta_s} {hta_mb} "
+            f"{first['median_s']:8.2f} {row['json_mb'] / first['median_s']:6.0f} "
+            f"{cached['median_s']:9.3f} {first['peak_rss_mb']:8.0f} {speed} {rss} "
+            f"{first['median_s'] / cached['median_s']:11.1f}x"
+        )
+    lines += ["", "targets: first open >= 200 MB/s; HTA/diag >= 10x; RSS diag/HTA <= 0.5; "
+              "first/cached >= 10x", ""]  # fmt: skip
+    lines.append("where diag's first open goes (median s; diag pinned to one CPU):")
+    names = [label for label, _ in breakdown(info["traces"][0]["variants"]["diag-first"])]
+    header = f"{'part':<44}" + "".join(f" {row['json_mb']:>8.0f}MB" for row in info["traces"])
+    lines.append(header)
+    columns = [dict(breakdown(row["variants"]["diag-first"])) for row in info["traces"]]
+    for label in names:
+        lines.append(f"{label:<44}" + "".join(f" {c[label]:10.3f}" for c in columns))
+    lines.append(
+        f"{'process CPU s (all threads)':<44}"
+        + "".join(f" {row['variants']['diag-first']['cpu_s']:10.3f}" for row in info["traces"])
+    )
+    lines.append("")
+    for row in info["traces"]:
+        v = row["variants"]
+        hta = v.get("hta")
+        lines.append(
+            f"{row['name']}: kernels diag {v['diag-first']['kernels']:,}"
+            + (f", HTA {hta['kernels']:,}" if hta else "")
+            + f"; steps cut {v['diag-first']['steps']}; runs (s): first "
+            + " ".join(f"{s:.2f}" for s in v["diag-first"]["runs_s"])
+            + ", cached "
+            + " ".join(f"{s:.3f}" for s in v["diag-cached"]["runs_s"])
+            + (", HTA " + " ".join(f"{s:.1f}" for s in hta["runs_s"]) if hta else "")
+        )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trace", type=Path, help="a Kineto .json.gz to use (else one is made)")
-    parser.add_argument("--events", type=int, default=1_500_000, help="size of the made trace")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--sizes", default="50,250,1000", help="made traces, MB of JSON")
+    parser.add_argument("--trace", type=Path, action="append", default=[], help="a real trace")
+    parser.add_argument("--no-real", action="store_true", help="skip shared/data's real traces")
+    parser.add_argument("--repeats", type=int, default=3, help="diag runs per variant")
+    parser.add_argument("--hta-repeats", type=int, default=1, help="HTA runs per trace")
+    parser.add_argument("--hta-max-mb", type=float, default=2000, help="no HTA above this")
+    parser.add_argument("--cpu", type=int, default=None, help="CPU to pin diag to (last)")
+    parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "diag-ingest")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="diag-ingest-") as tmp:
-        folder = Path(tmp) / "trace"  # HTA parses every trace file in the folder: just this one
-        folder.mkdir()
-        trace = folder / "trace.json.gz"
-        if args.trace:
-            os.symlink(args.trace.resolve(), trace)
-        else:
-            print(f"making a {args.events:,}-event trace from {default_source()}", file=sys.stderr)
-            replicate(default_source(), trace, args.events)
-        load_before = round(os.getloadavg()[0], 2)
-        info: dict[str, Any] = {
-            "trace": describe(trace),
-            "repeats": args.repeats,
-            "cpus": os.cpu_count(),
-            "python": sys.version.split()[0],
-            "msgspec": metadata.version("msgspec"),
-            "traceinsight": metadata.version("traceinsight"),
-            "load_before": load_before,
-        }
-        info.update(measure(trace, args.repeats))
-        info["load_after"] = round(os.getloadavg()[0], 2)
-        if args.trace:
-            info["trace"]["file"] = str(args.trace)
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    real = list(args.trace)
+    if not args.no_real and not args.trace:
+        shared = sorted(SHARED_KINETO.glob("*.json.gz"), key=lambda p: p.stat().st_size)
+        real = [p for p in shared if p.stat().st_size > 1_000_000][-2:]
+    cpu = args.cpu if args.cpu is not None else max(os.sched_getaffinity(0))
+    info: dict[str, Any] = {
+        "repeats": args.repeats,
+        "hta_repeats": args.hta_repeats,
+        "cpus": os.cpu_count(),
+        "cpu": cpu,
+        "python": sys.version.split()[0],
+        "msgspec": metadata.version("msgspec"),
+        "traceinsight": metadata.version("traceinsight"),
+        "traces": [],
+    }
+    traces = make_traces(args.work, sizes, real)
+    info["load_before"] = round(os.getloadavg()[0], 2)
+    for name, trace in traces:
+        mb = json_mb(trace)
+        print(f"{name}: {mb:.1f} MB JSON", file=sys.stderr)
+        hta_repeats = args.hta_repeats if mb <= args.hta_max_mb else 0
+        variants = measure(trace, args.repeats, hta_repeats, cpu)
+        info["traces"].append(
+            {
+                "name": name,
+                "file": str(trace.resolve()),
+                "json_mb": round(mb, 1),
+                "gzip_mb": round(trace.stat().st_size / 1e6, 1),
+                "variants": variants,
+            }
+        )
+    info["load_after"] = round(os.getloadavg()[0], 2)
+    info["inflate"] = info["traces"][0]["variants"]["diag-first"]["inflate"]
     print(json.dumps(info, indent=1) if args.json else table(info))
     return 0
 

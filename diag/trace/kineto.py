@@ -670,17 +670,18 @@ class _Builder:
         ops: list[CpuOp] = []
         threads: _Rows = {}
         for tid in tids:
-            if len(tids) == 1:
-                index: list[int] = list(range(len(names)))
+            if len(tids) == 1:  # the usual case: the columns as they are
+                op_names, starts, durs = names, all_ts, all_dur
             else:
                 index = list(itertools.compress(range(len(names)), map(tid.__eq__, all_tid)))
-            starts = list(map(all_ts.__getitem__, index))
-            durs = list(map(all_dur.__getitem__, index))
+                op_names = list(map(names.__getitem__, index))
+                starts = list(map(all_ts.__getitem__, index))
+                durs = list(map(all_dur.__getitem__, index))
             if not _outer_first(starts, durs):  # (start, longer first, file order)
-                order = sorted(zip(starts, [-d for d in durs], index, strict=True))
+                order = sorted(zip(starts, [-d for d in durs], range(len(starts)), strict=True))
+                op_names = [op_names[row[2]] for row in order]
                 starts = [row[0] for row in order]
                 durs = [-row[1] for row in order]
-                index = [row[2] for row in order]
                 del order
             ends = list(map(operator.add, starts, durs))
             depths: list[int] = []
@@ -691,7 +692,6 @@ class _Builder:
                     pop()
                 add(len(open_ends))
                 push(end)
-            op_names = list(map(names.__getitem__, index))
             threads[tid] = (starts, ends, op_names)
             ops.extend(
                 map(
@@ -800,8 +800,7 @@ _Rows = dict[
 def _outer_first(starts: list[float], durs: list[float]) -> bool:
     """Whether a thread's ops are already sorted by start, longer first on ties (Kineto
     writes them so): then no sort, and no tuple per op, is needed."""
-    following = itertools.islice(starts, 1, None)
-    if not all(map(operator.le, starts, following)):
+    if sorted(starts) != starts:  # timsort's float compare: one fast pass when in order
         return False
     following = itertools.islice(starts, 1, None)
     ties = itertools.compress(itertools.count(), map(operator.eq, starts, following))

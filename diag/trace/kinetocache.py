@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib
 import os
 import struct
 import tempfile
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -52,6 +54,16 @@ class _Stamp(msgspec.Struct, frozen=True):
     body_crc32: int  # a flipped byte in the body can still decode: check it
 
 
+def _crc32_function() -> Callable[[bytes], int]:
+    """CRC-32 of the body: isal's (the same checksum, ~10x faster) when installed."""
+    try:
+        crc32: Callable[[bytes], int] = importlib.import_module("isal.isal_zlib").crc32
+    except ImportError:
+        return zlib.crc32
+    return crc32
+
+
+_CRC32 = _crc32_function()
 _ENCODE = msgspec.msgpack.Encoder()
 _DECODE_STAMP = msgspec.msgpack.Decoder(_Stamp)
 _DECODE_TRACE = msgspec.msgpack.Decoder(KinetoTrace)
@@ -134,7 +146,7 @@ def _read(target: Path, expected: _Header) -> KinetoTrace | None:
             if stamp.header != expected:
                 return None
             body = handle.read(stamp.body_size + 1)
-        if len(body) != stamp.body_size or zlib.crc32(body) != stamp.body_crc32:
+        if len(body) != stamp.body_size or _CRC32(body) != stamp.body_crc32:
             return None
         return _DECODE_TRACE.decode(body)
     except (OSError, msgspec.MsgspecError, ValueError, TypeError):
@@ -147,7 +159,7 @@ def _write(target: Path, header: _Header, trace: KinetoTrace) -> None:
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         body = _ENCODE.encode(trace)
-        head = _ENCODE.encode(_Stamp(header, len(body), zlib.crc32(body)))
+        head = _ENCODE.encode(_Stamp(header, len(body), _CRC32(body)))
         descriptor, temporary = tempfile.mkstemp(prefix=".tmp-", dir=target.parent)
         os.fchmod(descriptor, 0o644)  # mkstemp's 0600 would hide the cache from other readers
         with os.fdopen(descriptor, "wb") as handle:
