@@ -151,7 +151,9 @@ def _explain(
             "call torch.compiler.cudagraph_mark_step_begin() before each step (each model "
             "invocation) so the previous outputs are released on purpose, or clone the output "
             "outside the compiled region (out = model(x).clone()) when it must outlive the "
-            "next call.",
+            "next call. In a denoise loop with guidance passes, mark once per step so the "
+            "passes of one step are one generation (diffusers: callback_on_step_end); once it "
+            "runs, diag's cudagraphs findings say which requests record graphs live.",
             "error",
         )
     if short == "ChildFailedError":

@@ -150,13 +150,11 @@ def _live_finding(
         evidence.append(cost[1])
     if grew is not None:
         evidence.append(
-            f"memory reserved at step ends: {_mb(grew[0])} before the first recording, "
+            f"memory reserved at step ends: {_mb(grew[0])} before the request, "
             f"{_mb(grew[1])} after the request ({_signed_mb(grew[1] - grew[0])}; each size's "
             "graphs keep their private pool until the process ends)"
         )
-    evidence.extend(_record_line(i) for i in items[:6])
-    if len(items) > 6:
-        evidence.append(f"... and {len(items) - 6} more recording(s)")
+    evidence.extend(_record_lines(items))
     warm = [r for r in records if r.phase == "warmup"]
     if warm:
         evidence.append(
@@ -214,9 +212,19 @@ def _live_finding(
     )
 
 
-def _record_line(item: _Record) -> str:
-    where = f"step {item.step}" if item.step is not None else "outside a step"
-    return f"compile {item.compile_id} at {where}: captured in {_secs(item.seconds)}"
+def _record_lines(items: list[_Record]) -> list[str]:
+    """One line per compile and step: how many captures and how long each took."""
+    groups: dict[tuple[str, int | None], list[float]] = defaultdict(list)
+    for item in items:
+        groups[(item.compile_id, item.step)].append(item.seconds)
+    lines = []
+    for (compile_id, step), seconds in groups.items():
+        where = f"step {step}" if step is not None else "outside a step"
+        spread = _secs(min(seconds)) + (
+            f" to {_secs(max(seconds))}" if max(seconds) > min(seconds) else ""
+        )
+        lines.append(f"compile {compile_id} at {where}: {len(seconds)} capture(s), {spread} each")
+    return lines
 
 
 def _step_cost(
@@ -249,10 +257,11 @@ def _step_cost(
 def _request_growth(
     run: RunData, pid: int, request_id: str, items: list[_Record]
 ) -> tuple[int, int] | None:
-    """Reserved bytes at the end of the last step before the request's first recording, and at
-    the end of the request's last step (torch.cuda.graph() empties the cache as a capture
-    begins, so reserved bytes read around one recording move both ways)."""
-    first = min(i.t for i in items)
+    """Reserved bytes at the end of the last step before the request, and at the end of the
+    request's last step (torch.cuda.graph() empties the cache as a capture begins, so reserved
+    bytes read around one recording move both ways)."""
+    request = next((r for r in run.requests if r.pid == pid and r.request_id == request_id), None)
+    first = request.start_t if request is not None else min(i.t for i in items)
     timed = [
         (s.end_t, s.request_id, int(s.memory["reserved"]))
         for r in run.requests

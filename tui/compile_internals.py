@@ -1,6 +1,7 @@
 """Inside one compile, for the Compiles detail: its time by phase and cache hits
 (`compile_timing`), the dims it made symbolic (`shape_symbol`) beside the values the frame's
-sampled calls had there (`call_shapes`), and the dims it baked in (`shape_specialization`).
+sampled calls had there (`call_shapes`), the dims it baked in (`shape_specialization`), and
+the CUDA graphs recorded for it (`cudagraph_record`).
 
 Every string comes from the trace and is appended as literal Text, never parsed as markup.
 """
@@ -11,6 +12,7 @@ from typing import Any
 
 from rich.text import Text
 
+from diag.cudagraph_counts import count_text, graphs_by_compile
 from diag.shapes import sampled_dims, size_source
 from diag.trace.run import Compile, Event, RunData
 
@@ -127,4 +129,14 @@ def compile_internals(run: RunData | None, item: Compile) -> list[Text]:
     """The detail lines for one compile's time, caches and dims (none when not recorded)."""
     if run is None:
         return []
-    return [*_timing_lines(run, item), *_dims_lines(run, item)]
+    return [*_timing_lines(run, item), *_graph_lines(run, item), *_dims_lines(run, item)]
+
+
+def _graph_lines(run: RunData, item: Compile) -> list[Text]:
+    count = graphs_by_compile(run).get((item.pid, item.compile_id))
+    if count is None:
+        return []
+    line = Text("CUDA graphs: ", style="bold").append(count_text(count))
+    if count.live:
+        line.append("  recorded in live traffic: see the cudagraphs finding", style="red")
+    return [line]

@@ -22,7 +22,17 @@ from diag.errors import DiagError
 #: compile-failure and crash are there so that a run whose compile failed and fell back to eager
 #: (`suppress_errors`), or that crashed, never passes: at the default `fail_severity`, only their
 #: errors fail (a stopped-by-hand run is info, a dead thread a warning).
-DEFAULT_FAIL_ON = ("live-compile", "recompile-limit", "guard-churn", "compile-failure", "crash")
+#: cudagraphs fails on its errors: a CUDA graph recorded in a live request, the CUDA-graph twin
+#: of a live compile (under mode="reduce-overhead" a request can stall on recordings with no
+#: recompile at all).
+DEFAULT_FAIL_ON = (
+    "live-compile",
+    "recompile-limit",
+    "guard-churn",
+    "compile-failure",
+    "crash",
+    "cudagraphs",
+)
 #: torch's default recompile limit is 8: a frame holding 8 entries runs its next variation
 #: eagerly, so 7 is the most a frame may hold by default.
 DEFAULT_MAX_CACHE_ENTRIES = 7

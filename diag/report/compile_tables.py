@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from diag.cudagraph_counts import graphs_by_compile
 from diag.frames import label as frame_label
 from diag.report.escape import html_text
 from diag.shapes import sampled_dims, size_source
@@ -82,6 +83,28 @@ def phase_table(run: RunData, limit: int = 200) -> str:
     return (
         '<table class="compile-phases"><thead><tr><th>compile</th><th>frame</th>'
         f"{head}<th>caches</th></tr></thead><tbody>{''.join(rows)}</tbody></table>{note}"
+    )
+
+
+def cudagraph_table(run: RunData, limit: int = 200) -> str:
+    """One row per compile whose CUDA graphs were recorded: in warmup, live, and which requests."""
+    counts = graphs_by_compile(run)
+    if not counts:
+        return ""
+    compiles = {(c.pid, c.compile_id): c for c in run.compiles}
+    rows = []
+    for (pid, compile_id), count in list(counts.items())[:limit]:
+        item = compiles.get((pid, compile_id))
+        frame = frame_label(run, item.frame) if item is not None else "?"
+        rows.append(
+            f"<tr>{_cell(compile_id)}{_cell(frame)}{_cell(count.warmup)}{_cell(count.live)}"
+            f"{_cell(', '.join(count.live_requests) or '-')}"
+            f"{_cell(f'{count.capture_s * 1000:.1f} ms')}</tr>"
+        )
+    return (
+        '<table class="cudagraphs"><thead><tr><th>compile</th><th>frame</th>'
+        "<th>CUDA graphs in warmup</th><th>live</th><th>live requests</th><th>capture</th>"
+        f"</tr></thead><tbody>{''.join(rows)}</tbody></table>"
     )
 
 

@@ -148,10 +148,10 @@ def _compiles(section: Section, run: RunData, limits: Limits) -> None:
 
 
 def _compiler(section: Section, run: RunData) -> None:
-    from diag.report.compile_tables import dims_table, phase_table
+    from diag.report.compile_tables import cudagraph_table, dims_table, phase_table
 
     phases, dims = phase_table(run), dims_table(run)
-    section.table_html = phases + dims
+    section.table_html = phases + cudagraph_table(run) + dims
     if not phases:
         section.notes.append(
             "No compile timing was recorded (nothing compiled, or an older trace)."

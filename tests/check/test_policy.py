@@ -28,6 +28,7 @@ def test_defaults_without_any_file(tmp_path: Path) -> None:
         "guard-churn",
         "compile-failure",
         "crash",
+        "cudagraphs",
     )
     assert (policy.max_recompiles_after_warmup, policy.max_cache_entries) == (0, 7)
 

@@ -69,3 +69,21 @@ def test_strings_are_escaped_and_an_empty_run_says_so(tmp_path: Path) -> None:
     empty = write_trace(tmp_path / "e", [])
     (section,) = [s for s in build_sections(empty, [], Limits(), hta=False) if s.key == "compiler"]
     assert section.table_html == "" and len(section.notes) == 2
+
+
+def test_cudagraph_table_and_compiles_detail_on_the_h200_plant(tmp_path: Path) -> None:
+    """The cudagraph-rerecord recording (tests/data/h200): one row per compile with its graphs
+    in warmup and live; the TUI's Compiles detail says the same for the compile."""
+    from diag.report.compile_tables import cudagraph_table
+    from diag.tui.compile_internals import compile_internals
+    from tests.h200data import h200_trace
+
+    run = load_trace(h200_trace("cudagraph-rerecord", tmp_path)).compiled
+    html = cudagraph_table(run)
+    assert "<td>0/0</td><td>wan_block_forward</td><td>8</td><td>0</td><td>-</td>" in html
+    assert "<td>0/1</td><td>wan_block_forward</td><td>8</td><td>16</td><td>r0, r2</td>" in html
+    [dynamic] = [c for c in run.compiles if c.compile_id == "0/1"]
+    lines = [line.plain for line in compile_internals(run, dynamic)]
+    [graphs] = [line for line in lines if line.startswith("CUDA graphs: ")]
+    assert graphs.startswith("CUDA graphs: 24 recorded: 8 in warmup, 16 live (r0, r2); capture ")
+    assert "see the cudagraphs finding" in graphs
