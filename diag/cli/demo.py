@@ -2,7 +2,8 @@
 
 The default plants show the three kinds of finding diag exists for: a live recompile from a
 shape warmup missed, guard churn on Python state, and a kernel that eager runs and compiled
-code routes around (seen by comparing with the eager baseline, one profiled steady step each).
+code routes around (seen by comparing with the eager baseline, two profiled steady steps each:
+kernel-routing needs two a side to judge what the routing costs).
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ class DemoCommand:
             output=args.output,
             force=True,
             baseline="eager",
-            profile="steady:1",
+            profile="steady:2",
         )
         trace_dir, outcomes = record(options)
         if outcomes[0].status != "complete":
