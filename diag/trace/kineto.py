@@ -30,7 +30,7 @@ import threading
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Union
 
 import msgspec
 
@@ -132,8 +132,9 @@ class _RawArgs(msgspec.Struct, gc=False):
     size: int | float | str | None = None  # ROCm hipMemcpy* calls: bytes
 
 
-class _RawEvent(msgspec.Struct, gc=False):
-    ph: str = ""
+class _RawEvent(msgspec.Struct, tag_field="ph", tag="X", gc=False):
+    """A complete event (`ph: "X"`), the only kind the reader uses."""
+
     cat: str = ""
     name: str = ""
     pid: _Id = None
@@ -143,15 +144,47 @@ class _RawEvent(msgspec.Struct, gc=False):
     args: _RawArgs | None = None
 
 
+class _Skipped(msgspec.Struct, tag_field="ph", gc=False):
+    """Any other event (metadata, flows, instants, counters): counted, its fields never read,
+    so nothing is allocated for them and no odd value in them refuses the trace."""
+
+
+# Every phase of the Chrome trace format but X; an event of another phase, or without one,
+# makes its chunk decode one event at a time (_decode_events), where it is skipped too.
+_OTHER_PHASES = "B E i I C b n e s t f P N O D M V v R c ( ) T S F p".split()
+_EVENT_TYPES: tuple[type, ...] = (
+    _RawEvent,
+    *(
+        msgspec.defstruct(f"_Skipped_{ord(ph)}", [], bases=(_Skipped,), tag=ph, gc=False)
+        for ph in _OTHER_PHASES
+    ),
+)
+_Event = _RawEvent | _Skipped
+_EVENT_UNION: Any = Union[_EVENT_TYPES]  # noqa: UP007 (a tuple of types: no | form)
+
+
+class _NoPhase(_Skipped, tag="", gc=False):
+    """An event of no known phase, skipped (made by _decode_events, never decoded)."""
+
+
+_SKIPPED = _NoPhase()
+
+
 class _RawDevice(msgspec.Struct, gc=False):
     name: str | None = None
 
 
 class _RawDoc(msgspec.Struct):
-    traceEvents: list[_RawEvent] | None = None  # noqa: N815 (the file's key)
+    traceEvents: list[_EVENT_UNION] | None = None  # noqa: N815 (the file's key)
     baseTimeNanoseconds: int | float | None = None  # noqa: N815
     # Raw, decoded apart: a foreign layout of this optional key must not refuse the trace.
     deviceProperties: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)  # noqa: N815
+
+
+class _RawDocEvents(msgspec.Struct):
+    """The document with its events left raw: for one holding an event of no known phase."""
+
+    traceEvents: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw)  # noqa: N815
 
 
 _CPU, _ANNOTATION, _RUNTIME, _KERNEL, _MEMCPY, _MEMSET, _SYNC = range(7)
@@ -233,8 +266,43 @@ _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _BYTE_OFFSET = re.compile(r" \(byte \d+\)")
 _EVENT_INDEX = re.compile(r"(?:\$\.traceEvents|\$)\[(\d+)\]")
-_DECODE_EVENTS = msgspec.json.Decoder(list[_RawEvent])
+_DECODE_EVENTS = msgspec.json.Decoder(list[_EVENT_UNION])
+_DECODE_EVENT = msgspec.json.Decoder(_EVENT_UNION)
+_DECODE_RAW_EVENTS = msgspec.json.Decoder(list[msgspec.Raw])
 _DECODE_DOC = msgspec.json.Decoder(_RawDoc)
+_DECODE_DOC_EVENTS = msgspec.json.Decoder(_RawDocEvents)
+# msgspec's words for an event whose phase is not one of the tags, not a string, or missing.
+_PHASE_IN_LIST = re.compile(
+    r"(?:missing required field `ph` - at `\$(?:\.traceEvents)?\[\d+\]`"
+    r"|at `\$(?:\.traceEvents)?\[\d+\]\.ph`)$"
+)
+_PHASE_ALONE = ("- at `$.ph`", "missing required field `ph`")
+
+
+def _decode_events(data: Any) -> list[_Event]:
+    """The events of a JSON array. A chunk whose events all have a known phase decodes in
+    one call; otherwise event by event, an event of an unknown phase (or none, or one that
+    is not a string) being skipped as every event but X is."""
+    try:
+        events: list[_Event] = _DECODE_EVENTS.decode(data)
+        return events
+    except msgspec.ValidationError as exc:
+        if not _PHASE_IN_LIST.search(str(exc)):
+            raise
+    events = []
+    for index, raw in enumerate(_DECODE_RAW_EVENTS.decode(data)):
+        try:
+            events.append(_DECODE_EVENT.decode(raw))
+        except msgspec.ValidationError as exc:
+            text = str(exc)
+            if not text.endswith(_PHASE_ALONE):
+                where = f"- at `$[{index}]"
+                text = (
+                    text.replace("- at `$", where, 1) if "- at `$" in text else f"{text} {where}`"
+                )
+                raise msgspec.ValidationError(text) from None
+            events.append(_SKIPPED)
+    return events
 
 
 def _inflate_module() -> Any:
@@ -351,7 +419,7 @@ class _Source:
 
 def _event_chunks(
     source: _Source, doc: _RawDoc, progress: Progress | None
-) -> Iterator[list[_RawEvent]]:
+) -> Iterator[list[_Event]]:
     """Decoded traceEvents, a chunk at a time; fills `doc` with the top-level fields.
 
     The array is cut after a `}` `,` `{` sequence and each piece decoded as a list: a cut that
@@ -375,6 +443,7 @@ def _event_chunks(
         while more := source.read():
             buf += more
         whole = _decode_doc(source.path, buf, 0, whole=True)
+        del buf
         doc.baseTimeNanoseconds = whole.baseTimeNanoseconds
         doc.deviceProperties = whole.deviceProperties
         yield whole.traceEvents or []
@@ -398,7 +467,7 @@ def _event_chunks(
         comma = pending.index(b",", cut)
         pending[comma] = ord("]")
         try:
-            events = _DECODE_EVENTS.decode(memoryview(pending)[: comma + 1])
+            events = _decode_events(memoryview(pending)[: comma + 1])
         except msgspec.ValidationError as exc:
             raise _bad_event(source.path, exc, decoded) from None
         except msgspec.DecodeError:
@@ -409,7 +478,10 @@ def _event_chunks(
         del events
         rest = pending.index(b"{", comma)
         pending = bytearray(b"[") + memoryview(pending)[rest:]
-    tail = _decode_doc(source.path, b'{"traceEvents":' + bytes(pending), decoded, whole=False)
+    data = b'{"traceEvents":' + bytes(pending)
+    del pending
+    tail = _decode_doc(source.path, data, decoded, whole=False)
+    del data
     if tail.baseTimeNanoseconds is not None:
         doc.baseTimeNanoseconds = tail.baseTimeNanoseconds
     if tail.deviceProperties:
@@ -432,7 +504,12 @@ def _last_boundary(buf: bytearray) -> int | None:
 def _decode_doc(path: Path, data: bytes, offset: int, whole: bool) -> _RawDoc:
     """The document, or its remainder after streamed chunks (`offset` events decoded before)."""
     try:
-        doc = _DECODE_DOC.decode(data)
+        try:
+            doc = _DECODE_DOC.decode(data)
+        except msgspec.ValidationError as exc:
+            if not _PHASE_IN_LIST.search(str(exc)):
+                raise
+            doc = _doc_event_by_event(data)
     except msgspec.ValidationError as exc:
         if "- at `$." in str(exc):
             raise _bad_event(path, exc, offset) from None
@@ -440,8 +517,23 @@ def _decode_doc(path: Path, data: bytes, offset: int, whole: bool) -> _RawDoc:
     except msgspec.DecodeError as exc:
         reason = str(exc) if whole else _BYTE_OFFSET.sub("", str(exc))  # not the file's offset
         raise DiagError(f"{path}: not a Kineto trace: invalid JSON ({reason})") from None
+    except RecursionError:
+        raise DiagError(f"{path}: not a Kineto trace: invalid JSON (nested too deep)") from None
     if doc.traceEvents is None:
         raise DiagError(f"{path}: not a Kineto trace (no traceEvents list)")
+    return doc
+
+
+def _doc_event_by_event(data: bytes) -> _RawDoc:
+    """The document, its events decoded one by one (an event of no known phase is skipped)."""
+    raw = _DECODE_DOC_EVENTS.decode(data)
+    try:
+        events = _decode_events(raw.traceEvents)
+    except msgspec.ValidationError as exc:
+        text = str(exc).replace("- at `$[", "- at `$.traceEvents[", 1)
+        raise msgspec.ValidationError(text) from None
+    doc = _DECODE_DOC.decode(data.replace(bytes(raw.traceEvents), b"[]", 1))
+    doc.traceEvents = events
     return doc
 
 
@@ -493,7 +585,7 @@ class _Builder:
         self.start = float("inf")
         self.end = float("-inf")
 
-    def feed(self, events: list[_RawEvent]) -> None:
+    def feed(self, events: list[_Event]) -> None:
         """Fold one decoded chunk into the columns.
 
         CPU ops are most of a trace: they take a short path of their own (their span is
@@ -508,7 +600,7 @@ class _Builder:
         add_name, add_ts = cpu_names.append, self.cpu_ts.append
         add_dur, add_tid = self.cpu_dur.append, self.cpu_tid.append
         for ev in events:
-            if ev.ph != "X":
+            if type(ev) is not _RawEvent:  # skipped: not a complete event
                 continue
             cat = ev.cat
             if cat == "cpu_op":

@@ -202,3 +202,65 @@ def test_a_cache_written_with_isal_is_read_without_it(
     monkeypatch.setattr(kinetocache, "_CRC32", zlib.crc32)
     monkeypatch.setattr(kinetocache, "read_kineto", None)  # a rebuild would fail loudly
     assert kinetocache.load_kineto(source, cache) == written
+
+
+# --- events by phase ---------------------------------------------------------------------------
+
+
+def _with_odd_phases(events: list[dict[str, Any]], where: int) -> list[dict[str, Any]]:
+    """Events of no known phase (a made-up one, none, a number) and a flow whose fields are
+    of the wrong types, put in at `where`: none of them is a complete event."""
+    odd = [
+        {"ph": "Q", "cat": "cpu_op", "name": "not X", "ts": 1.0, "dur": 1.0},
+        {"cat": "cpu_op", "name": "no phase", "ts": 1.0, "dur": 1.0},
+        {"ph": 5, "cat": "cpu_op", "name": "numeric phase"},
+        {"ph": "f", "cat": "ac2g", "id": 1, "pid": [1], "tid": {}, "ts": "late", "args": []},
+    ]
+    return [*events[:where], *odd, *events[where:]]
+
+
+@pytest.mark.parametrize("chunk", [None, 8192], ids=["whole", "chunked"])
+def test_events_of_no_known_phase_are_skipped_and_counted(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, chunk: int | None
+) -> None:
+    """Read past one by one, in a streamed chunk or the document's tail alike; the trace is
+    the same as without them, and they count in event_count as every other event does."""
+    if chunk is not None:
+        monkeypatch.setattr(kineto, "_CHUNK", chunk)
+    events = json.loads(_document())["traceEvents"][:3000]
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps({"traceEvents": events}))
+    expected = read_kineto(plain)
+    for where in (0, 1500, len(events)):
+        odd = tmp_path / f"odd-{where}.json"
+        odd.write_text(json.dumps({"traceEvents": _with_odd_phases(events, where)}))
+        trace = read_kineto(odd)
+        assert trace.event_count == expected.event_count + 4
+        assert msgspec.structs.replace(trace, path="", event_count=0) == msgspec.structs.replace(
+            expected, path="", event_count=0
+        )
+
+
+@pytest.mark.parametrize("chunk", [None, 8192], ids=["whole", "chunked"])
+def test_a_bad_complete_event_after_an_odd_phase_is_named_by_its_index(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, chunk: int | None
+) -> None:
+    """The event-by-event path names a refused value as the one-call path does."""
+    if chunk is not None:
+        monkeypatch.setattr(kineto, "_CHUNK", chunk)
+    events = json.loads(_document())["traceEvents"][:2000]
+    events = _with_odd_phases(events, 1490)
+    events[1500] = {**events[1500], "ph": "X", "dur": "long"}
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    with pytest.raises(DiagError, match=r"traceEvents\[1500\]\.dur") as caught:
+        read_kineto(path)
+    assert "\n" not in caught.value.message
+
+
+def test_deep_nesting_after_an_odd_phase_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "deep.json"
+    path.write_bytes(b'{"traceEvents": [{"ph": "Q"}, ' + b"[" * 100_000 + b"]" * 100_000 + b"]}")
+    with pytest.raises(DiagError) as caught:
+        read_kineto(path)
+    assert caught.value.message.startswith(f"{path}: ") and "\n" not in caught.value.message
