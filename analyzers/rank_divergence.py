@@ -114,13 +114,14 @@ class _Rank:
     event_ts: list[int] = field(default_factory=list)
     request_ids: set[str] = field(default_factory=set)
 
-    def index(self, run: RunData) -> None:
+    def index(self, request_ids: set[str], compiles: list[Compile], events: list[Event]) -> None:
+        """Index this rank's steps; `compiles` and `events` are its own, in time order."""
         self.order = sorted(self.steps, key=lambda k: self.steps[k].start_t)
         self.starts = [self.steps[k].start_t for k in self.order]
         self.position = {k: i for i, k in enumerate(self.order)}
-        self.request_ids = {r.request_id for r in run.requests if r.pid == self.pid}
-        self.compiles = [c for c in run.compiles if c.pid == self.pid]  # run keeps them sorted
-        self.events = [e for e in run.events if e.pid == self.pid and e.kind in _CAUSE_EVENTS]
+        self.request_ids = request_ids
+        self.compiles = compiles
+        self.events = events
         self.compile_ts = [c.t for c in self.compiles]
         self.event_ts = [e.t for e in self.events]
         by_phase: dict[str, list[float]] = {}
@@ -210,8 +211,20 @@ def _ranks(run: RunData) -> list[_Rank]:
         seen[(request.pid, request.request_id)] = occurrence + 1
         for step in request.steps:
             owner.steps.setdefault((request.request_id, occurrence, step.index), step)
-    for item in ranks:
-        item.index(run)
+    # Split the run by process once (at 512 ranks a filter per rank is 512 passes over all).
+    request_ids: dict[int, set[str]] = {}
+    for request in run.requests:
+        request_ids.setdefault(request.pid, set()).add(request.request_id)
+    compiles: dict[int, list[Compile]] = {}
+    for compiled in run.compiles:  # the run keeps them sorted
+        compiles.setdefault(compiled.pid, []).append(compiled)
+    events: dict[int, list[Event]] = {}
+    for event in run.events:
+        if event.kind in _CAUSE_EVENTS:
+            events.setdefault(event.pid, []).append(event)
+    for holder in ranks:
+        pid = holder.pid
+        holder.index(request_ids.get(pid, set()), compiles.get(pid, []), events.get(pid, []))
     return ranks
 
 

@@ -56,14 +56,20 @@ _DIST = re.compile(rb'("rank":\s*)\d+(,\s*"world_size":\s*)\d+')
 
 
 def source_ranks(source: Path) -> dict[int, Path]:
-    """rank -> process folder of the source recording's compiled run."""
+    """rank -> process folder of the source recording's compiled run. A recording of one
+    process without ranks (a single-GPU run, for its GPU-sized Kineto windows) is rank 0."""
     found: dict[int, Path] = {}
+    alone: list[Path] = []
     for events in sorted((source / "runs" / "compiled").glob("*/events.jsonl")):
         with open(events, encoding="utf-8") as handle:
             first = json.loads(handle.readline())
         rank = first.get("rank")
         if isinstance(rank, int):
             found[rank] = events.parent
+        elif (events.parent / "kineto").is_dir() or events.stat().st_size > 4096:
+            alone.append(events.parent)
+    if not found and len(alone) == 1:
+        found[0] = alone[0]
     if not found:
         raise SystemExit(f"{source}: no ranked process in runs/compiled (record under torchrun)")
     return found
@@ -125,13 +131,14 @@ def make_ranks(
     for events in (source / "runs" / "compiled").glob("*/events.jsonl"):
         if events.parent not in sources.values():
             shutil.copytree(events.parent, run_dir / events.parent.name)
+    old_pids = {r: int(f.name.rsplit("pid", 1)[1]) for r, f in sources.items()}
     made_odd = []
     for rank in range(ranks):
         from_rank = 1 if rank in odd and 1 in sources else 0
         if from_rank == 1:
             made_odd.append(rank)
         folder = sources[from_rank]
-        old_pid = int(folder.name.rsplit("pid", 1)[1])
+        old_pid = old_pids[from_rank]
         pid = PID_BASE + rank
         target = run_dir / f"rank{rank}-pid{pid}"
         target.mkdir()
@@ -176,11 +183,11 @@ def _tree_rss_kib(root: int) -> int:
     return sum(rss.get(pid, 0) for pid in tree)
 
 
-def run_child(argv: list[str]) -> dict[str, Any]:
+def run_child(argv: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
     """Run one command; its wall time, exit code and the peak RSS of its process tree."""
     start = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(argv, stdout=out, stderr=err)
+        proc = subprocess.Popen(argv, stdout=out, stderr=err, env={**os.environ, **(env or {})})
         peak = [0]
         done = threading.Event()
 
@@ -232,22 +239,23 @@ print(json.dumps(parts))
 """
 
 
-def variants(trace: Path) -> dict[str, list[str]]:
-    return {
-        "analyze cold": [str(DIAG), "analyze", str(trace)],
-        "analyze warm": [str(DIAG), "analyze", str(trace)],
-        "check": [str(DIAG), "check", str(trace)],
-    }
+#: name -> (argv after `diag`, extra environment). `serial`: DIAG_WORKERS=1, no pool.
+VARIANTS: dict[str, tuple[list[str], dict[str, str]]] = {
+    "analyze cold": (["analyze"], {}),
+    "analyze cold serial": (["analyze"], {"DIAG_WORKERS": "1"}),
+    "analyze warm": (["analyze"], {}),
+    "check": (["check"], {}),
+}
 
 
 def measure(folders: dict[int, Path], repeats: int) -> dict[int, dict[str, Any]]:
     samples: dict[int, dict[str, list[dict[str, Any]]]] = {n: {} for n in folders}
     for repeat in range(repeats):
         for n, trace in folders.items():
-            for name, argv in variants(trace).items():
-                if name == "analyze cold":
+            for name, (args, env) in VARIANTS.items():
+                if "cold" in name:
                     shutil.rmtree(trace / ".diag-cache", ignore_errors=True)
-                sample = run_child(argv)
+                sample = run_child([str(DIAG), *args, str(trace)], env)
                 sample["load"] = os.getloadavg()[0]
                 samples[n].setdefault(name, []).append(sample)
                 print(
@@ -294,38 +302,35 @@ def _fit(xs: list[int], ys: list[float]) -> tuple[float, float]:
 
 
 def report(info: dict[str, Any]) -> str:
+    names = list(VARIANTS)
     lines = [
         f"source: {info['source']} ({info['source_mb']:.1f} MB per rank: events + Kineto gzip)",
         f"machine: {info['cpus']} CPUs, python {info['python']}; load average "
         f"{info['load_before']} before, {info['load_after']} after; {info['repeats']} repeat(s)",
+        "median wall s, then peak RSS of the process tree in MB (the largest of the repeats)",
         "",
-        f"{'ranks':>5} {'MB':>7} {'analyze cold':>13} {'analyze warm':>13} {'check':>7}"
-        f" {'tree RSS MB (cold/warm/check)':>31}   load",
+        f"{'ranks':>5} {'MB':>6} " + " ".join(f"{n:>19}" for n in names) + "   load (1 min)",
     ]
     curve = info["curve"]
     for n, row in curve.items():
-        rss = "/".join(
-            f"{row[k]['max_tree_rss_mb']:.0f}" for k in ("analyze cold", "analyze warm", "check")
+        cells = " ".join(
+            f"{row[k]['median_s']:8.2f} s {row[k]['max_tree_rss_mb']:5.0f} MB" for k in names
         )
-        loads = ",".join(f"{x:.1f}" for x in row["analyze cold"]["load"])
-        lines.append(
-            f"{n:5d} {row['mb']:7.1f} {row['analyze cold']['median_s']:12.2f}s "
-            f"{row['analyze warm']['median_s']:12.2f}s {row['check']['median_s']:6.2f}s "
-            f"{rss:>31}   {loads}"
-        )
+        loads = ",".join(f"{x:.1f}" for k in names for x in row[k]["load"])
+        lines.append(f"{n:5d} {row['mb']:6.1f} {cells}   {loads}")
     xs = [int(n) for n in curve]
     lines.append("")
-    lines.append("linear fit over the curve, extrapolated to 512 ranks:")
-    for name in ("analyze cold", "analyze warm", "check"):
+    lines.append("least-squares line over the curve, extrapolated to 512 ranks:")
+    for name in names:
         a, b = _fit(xs, [curve[n][name]["median_s"] for n in curve])
         ra, rb = _fit(xs, [curve[n][name]["max_tree_rss_mb"] for n in curve])
         lines.append(
-            f"  {name:<13} {a:6.2f} s + {b * 1000:7.1f} ms/rank -> {a + 512 * b:7.1f} s;  "
-            f"RSS {ra:5.0f} MB + {rb:5.1f} MB/rank -> {ra + 512 * rb:6.0f} MB"
+            f"  {name:<20} {a:6.2f} s + {b * 1000:6.1f} ms/rank -> {a + 512 * b:6.1f} s;  "
+            f"RSS {ra:5.0f} MB + {rb:5.2f} MB/rank -> {ra + 512 * rb:6.0f} MB"
         )
     lines.append("")
     for n, parts in info["profiles"].items():
-        lines.append(f"where the time goes at {n} ranks (one child, cold cache, in process):")
+        lines.append(f"where the time goes at {n} rank(s) (one child, cold cache, in process):")
         for name, seconds in sorted(parts.items(), key=lambda kv: -kv[1])[:8]:
             lines.append(f"  {name:<34} {seconds:7.3f} s")
     return "\n".join(lines)

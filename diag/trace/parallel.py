@@ -5,12 +5,13 @@ work splits by file. A pool of worker processes (one per CPU this process may us
 and the parent merges what comes back in file order, so the Run model is the same as a serial
 read's (tests/unit/test_parallel_load.py compares them field by field).
 
-What crosses from a worker: for an event file, the partial RunData the serial reader builds
-(`run._load_process` on a fresh run), pickled by multiprocessing; for a Kineto window, the
-parsed KinetoTrace as msgspec msgpack bytes, decoded by the parent into typed structs. The
-files are untrusted, but nothing from them is ever unpickled: the worker parses them (JSON,
-gzip) into objects of diag's own model, and the parent unpickles only those, from a pipe to
-its own child. A worker also writes the window's Kineto cache, so the next open is fast.
+What crosses from a worker, pickled by multiprocessing: for an event file, the partial
+RunData the serial reader builds (`run._load_process` on a fresh run); for a Kineto window,
+its step profiles (the window parsed and cut by diag.trace.profiles.cut_window, only the
+records inside its steps: a compact summary of the file). The files are untrusted, but no
+byte of them is unpickled: the worker parses them (JSON, gzip) into objects of diag's own
+model, and the parent unpickles only those, from a pipe to its own child. A worker also
+writes the window's Kineto cache, so the next open is fast.
 
 Workers are forked when the reading process has one thread (`diag analyze`, `diag check`):
 they start in milliseconds and run nothing again. A process with threads (the TUI loads in
@@ -41,11 +42,15 @@ _POOL_ERRORS = (OSError, RuntimeError, EOFError)
 
 
 def worker_count(tasks: int) -> int:
-    """Workers for `tasks` jobs: the CPUs this process may run on, at most one per job."""
+    """Workers for `tasks` jobs: the CPUs this process may run on, at most one per job, and
+    at most DIAG_WORKERS when set (DIAG_WORKERS=1 reads serially, on a shared host)."""
     try:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cpus = os.cpu_count() or 1
+    limit = os.environ.get("DIAG_WORKERS", "")
+    if limit.isdigit() and int(limit) > 0:
+        cpus = min(cpus, int(limit))
     return max(1, min(cpus, tasks))
 
 
@@ -123,23 +128,25 @@ def read_event_files(run: Any, paths: Sequence[Path]) -> bool:
 
 # --- Kineto windows ---------------------------------------------------------------------------
 
-#: (window file, the cache folder it is kept in or None)
-Window = tuple[Path, Path | None]
+#: (the process, its window's file name, the file, the profiled steps inside it, cache folder)
+WindowJob = tuple[Any, str, Path, list[Any], Path | None]
 
 
-def _parse_window(path: str, cache_dir: str | None) -> tuple[str, bytes]:
-    """In a worker: one window through the cache (parsed, cache written), as msgpack bytes;
-    ("error", message) for a file diag refuses, so the parent raises the same DiagError."""
-    import msgspec
-
+def _profile_window(
+    label: str, process: Any, window: str, path: str, steps: list[Any], cache_dir: str | None
+) -> tuple[str, Any]:
+    """In a worker: one window through the cache (parsed, cache written) and cut into its
+    steps' profiles, what the parent keeps of it; ("error", message) for a file diag refuses,
+    so that the parent raises the same DiagError."""
     from diag.errors import DiagError
     from diag.trace.kinetocache import load_kineto
+    from diag.trace.profiles import cut_window
 
     try:
         trace = load_kineto(Path(path), Path(cache_dir) if cache_dir else None)
     except DiagError as exc:
-        return "error", exc.message.encode()
-    return "trace", msgspec.msgpack.encode(trace)
+        return "error", exc.message
+    return "profiles", cut_window(label, process, window, trace, steps)
 
 
 def _needs_parse(path: Path, cache_dir: Path | None) -> bool:
@@ -155,43 +162,46 @@ def _needs_parse(path: Path, cache_dir: Path | None) -> bool:
         return True
 
 
-def parse_windows(
-    windows: Sequence[Window], progress: Callable[[int], None] | None = None
-) -> dict[Path, Any]:
-    """The windows that need a parse, parsed in workers: path -> KinetoTrace. Windows already
-    cached, small inputs, failures and a broken pool are left out: the caller opens those
-    itself (through the cache, serially), which also raises a refused file's DiagError.
-    `progress(bytes)` is called as each window is done."""
-    todo = [(path, cache) for path, cache in windows if _needs_parse(path, cache)]
+def profile_windows(
+    label: str, jobs: Sequence[WindowJob], progress: Callable[[int], None] | None = None
+) -> dict[Path, list[Any]]:
+    """The windows that need a parse, parsed and cut into step profiles in workers: path ->
+    its profiles (diag.trace.profiles.StepProfile). A worker returns only the records inside
+    the window's steps, so the parent never holds whole parsed windows. Windows already
+    cached, small inputs, refused files and a broken pool are left out: the caller opens
+    those itself, serially (which raises a refused file's DiagError). `progress(bytes)` is
+    called as each window is done."""
+    todo = [job for job in jobs if _needs_parse(job[2], job[4])]
     if len(todo) < 2 or worker_count(len(todo)) < 2:
         return {}
-    if sum(_size(path) for path, _ in todo) < KINETO_PARALLEL_BYTES:
+    if sum(_size(job[2]) for job in todo) < KINETO_PARALLEL_BYTES:
         return {}
-    import msgspec
-
-    from diag.trace.kineto import KinetoTrace
-
-    decode = msgspec.msgpack.Decoder(KinetoTrace).decode
-    # Biggest first: the pool ends together instead of waiting on one late large window.
-    todo.sort(key=lambda item: -_size(item[0]))
     import concurrent.futures
 
-    parsed: dict[Path, Any] = {}
+    # Biggest first: the pool ends together instead of waiting on one late large window.
+    todo.sort(key=lambda job: -_size(job[2]))
+    done: dict[Path, list[Any]] = {}
     try:
         with _pool(worker_count(len(todo))) as pool:
             futures = {
-                pool.submit(_parse_window, str(path), str(cache) if cache else None): path
-                for path, cache in todo
+                pool.submit(
+                    _profile_window,
+                    label,
+                    process,
+                    window,
+                    str(path),
+                    steps,
+                    str(cache) if cache else None,
+                ): path
+                for process, window, path, steps, cache in todo
             }
             for future in concurrent.futures.as_completed(futures):
                 path = futures[future]
-                kind, body = future.result()
-                if kind == "trace":
-                    trace = decode(body)
-                    trace.path = str(path)
-                    parsed[path] = trace
+                kind, result = future.result()
+                if kind == "profiles":
+                    done[path] = result
                 if progress is not None:
                     progress(_size(path))
     except _POOL_ERRORS:
-        return parsed
-    return parsed
+        return done
+    return done

@@ -105,20 +105,23 @@ def _load(run: RunData, progress: ProgressCallback | None) -> list[StepProfile]:
         if progress is not None:
             progress(done, total)
 
-    parsed = parallel.parse_windows(
-        [(path, cache_dir_of(process)) for process, _, path, _ in windows], parsed_one
-    )
+    jobs = [
+        (process, window, path, steps, cache_dir_of(process))
+        for process, window, path, steps in windows
+    ]
+    cut = parallel.profile_windows(run.label, jobs, parsed_one)
     for process, window, path, steps in windows:
-        trace = parsed.get(path)
-        if trace is None:  # counted in `done` when its worker finished, else here
-            base = done
+        if path in cut:  # counted in `done` when its worker finished
+            profiles.extend(cut[path])
+            continue
+        base = done
 
-            def forward(part: int, _whole: int, base: int = base) -> None:
-                if progress is not None:
-                    progress(base + part, total)
+        def forward(part: int, _whole: int, base: int = base) -> None:
+            if progress is not None:
+                progress(base + part, total)
 
-            trace = cache.load_kineto(path, cache_dir_of(process), forward if progress else None)
-            done += _size(path)
+        trace = cache.load_kineto(path, cache_dir_of(process), forward if progress else None)
+        done += _size(path)
         profiles.extend(cut_window(run.label, process, window, trace, steps))
         if progress is not None:
             progress(done, total)
@@ -135,11 +138,18 @@ def _size(path: Path) -> int:
 def _windows(run: RunData) -> list[tuple[Process, str, Path, list[Step]]]:
     """(process, window file, path, profiled steps inside it) for every window written."""
     result = []
+    # By process first: at hundreds of ranks a pass over every event per process is quadratic.
+    marks: dict[int, list[Any]] = {}
+    for event in run.events:
+        if event.kind in ("profile_window_start", "profile_window_end"):
+            marks.setdefault(event.pid, []).append(event)
+    profiled: dict[int, list[Step]] = {}
+    for step in run.steps:
+        if step.profiled:
+            profiled.setdefault(step.pid, []).append(step)
     for process in run.processes:
         starts: dict[str, int] = {}
-        for event in run.events:
-            if event.pid != process.pid:
-                continue
+        for event in marks.get(process.pid, []):
             name = str(event.data.get("window"))
             if event.kind == "profile_window_start":
                 starts[name] = event.t
@@ -148,11 +158,7 @@ def _windows(run: RunData) -> list[tuple[Process, str, Path, list[Step]]]:
                 path = process.folder / str(event.data["file"])
                 if not path.exists():
                     continue
-                steps = [
-                    s
-                    for s in run.steps
-                    if s.pid == process.pid and s.profiled and begin <= s.start_t <= event.t
-                ]
+                steps = [s for s in profiled.get(process.pid, []) if begin <= s.start_t <= event.t]
                 result.append((process, str(event.data["file"]), path, steps))
     return result
 

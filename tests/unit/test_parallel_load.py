@@ -14,7 +14,7 @@ import pytest
 from diag.errors import DiagError
 from diag.trace import parallel
 from diag.trace.kinetocache import cache_path
-from diag.trace.profiles import _windows, step_profiles
+from diag.trace.profiles import StepProfile, _windows, step_profiles
 from diag.trace.run import RunData, load_trace
 from tests.h200data import h200_trace
 from tests.ranks64 import make_ranks
@@ -57,11 +57,22 @@ def test_event_files_of_64_ranks_read_in_workers_match_a_serial_read(
     assert _model(part) == _model(serial)
 
 
+def _profile(p: StepProfile) -> tuple[Any, ...]:
+    return (
+        p.key,
+        p.window,
+        p.start_ts,
+        p.end_ts,
+        p.gpu_from_ts,
+        p.activities,
+        p.cpu_ops,
+        p.annotations,
+        p.syncs,
+    )
+
+
 def _profiles(run: RunData) -> list[tuple[Any, ...]]:
-    return [
-        (p.key, p.window, p.start_ts, p.end_ts, p.activities, p.cpu_ops, p.annotations, p.syncs)
-        for p in step_profiles(run)
-    ]
+    return [_profile(p) for p in step_profiles(run)]
 
 
 def test_kineto_windows_parsed_in_workers_match_a_serial_parse(
@@ -73,7 +84,7 @@ def test_kineto_windows_parsed_in_workers_match_a_serial_parse(
     assert serial_run is not None
     serial_run.cache_dir = None
     expected = _profiles(serial_run)
-    assert len(expected) >= 3 and any(p[4] for p in expected)  # GPU kernels were cut in
+    assert len(expected) >= 3 and any(p[5] for p in expected)  # GPU kernels were cut in
 
     monkeypatch.setattr(parallel, "KINETO_PARALLEL_BYTES", 0)
     if parallel.worker_count(3) < 2:
@@ -81,15 +92,18 @@ def test_kineto_windows_parsed_in_workers_match_a_serial_parse(
     folder = h200_trace("record-wan-offload-unwarmed", tmp_path / "b")
     run = load_trace(folder).compiled
     assert run is not None and run.cache_dir is not None
-    windows = [(path, run.cache_dir / p.folder.name) for p, _, path, _ in _windows(run)]
-    parsed = parallel.parse_windows(windows)
-    assert sorted(parsed) == sorted(path for path, _ in windows)
-    for path, cache in windows:
+    jobs = [
+        (p, w, path, steps, run.cache_dir / p.folder.name) for p, w, path, steps in _windows(run)
+    ]
+    cut = parallel.profile_windows("compiled", jobs)
+    assert sorted(cut) == sorted(job[2] for job in jobs)
+    for _, _, path, _, cache in jobs:
         assert cache_path(path, cache).is_file()
+    assert [_profile(p) for job in jobs for p in cut[job[2]]] == expected
+    # Cached now: nothing is left to parse in workers; the serial open reads the caches.
+    assert parallel.profile_windows("compiled", jobs) == {}
     run.profiles = None
     assert _profiles(run) == expected
-    # Cached now: nothing is left to parse in workers.
-    assert parallel.parse_windows(windows) == {}
 
 
 def test_a_refused_window_raises_its_diag_error_through_the_pool(
