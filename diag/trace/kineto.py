@@ -556,7 +556,8 @@ class _Builder:
         self.cpu_ts: list[float] = []
         self.cpu_dur: list[float] = []
         self.cpu_tid: list[int] = []
-        self.cpu_ext: dict[int, int] = {}  # External id -> op index
+        self.cpu_ext_ids: list[_Id] = []  # as the file has them; ints in finish()
+        self.cpu_ext: dict[int, int] = {}  # External id -> op index, made in finish()
         # runtime and driver calls
         self.rt_name: list[str] = []
         self.rt_ts: list[float] = []
@@ -596,9 +597,9 @@ class _Builder:
         unread = self.unread
         intern = self.names.setdefault
         start, end = self.start, self.end
-        cpu_names, cpu_ext = self.cpu_name, self.cpu_ext
-        add_name, add_ts = cpu_names.append, self.cpu_ts.append
-        add_dur, add_tid = self.cpu_dur.append, self.cpu_tid.append
+        add_name, add_ts = self.cpu_name.append, self.cpu_ts.append
+        add_dur, add_ext = self.cpu_dur.append, self.cpu_ext_ids.append
+        add_tid: Callable[[_Id], None] = self.cpu_tid.append  # type: ignore[assignment]
         for ev in events:
             if type(ev) is not _RawEvent:  # skipped: not a complete event
                 continue
@@ -608,19 +609,16 @@ class _Builder:
                 if ts is None:
                     continue
                 args = ev.args
-                if args is not None:
+                if args is None:
+                    add_ext(None)
+                else:
                     ext = args.external_id
-                    if ext is None:
-                        ext = args.external_id_2021
-                    if type(ext) is not int:
-                        ext = _as_int(ext)
-                    if ext:
-                        cpu_ext[ext] = len(cpu_names)
-                tid = ev.tid
-                add_name(intern(ev.name, ev.name))
+                    add_ext(ext if ext is not None else args.external_id_2021)
+                name = ev.name
+                add_name(intern(name, name))
                 add_ts(ts)
                 add_dur(ev.dur or 0.0)
-                add_tid(tid if type(tid) is int else _as_int(tid))
+                add_tid(ev.tid)  # as ints in finish(), all at once
                 continue
             kind = categories.get(cat)
             ts = ev.ts
@@ -639,9 +637,7 @@ class _Builder:
             args = ev.args
             name = intern(ev.name, ev.name)
             if kind == _CPU:
-                ext = _external_id(args)
-                if ext:
-                    cpu_ext[ext] = len(cpu_names)
+                add_ext(_external_id(args))
                 add_name(name)
                 add_ts(ts)
                 add_dur(dur)
@@ -718,6 +714,12 @@ class _Builder:
     # --- joins ---------------------------------------------------------------------------------
 
     def finish(self, path: str, base_ns: int) -> KinetoTrace:
+        self.cpu_tid = _ints(self.cpu_tid)
+        external = _ints(self.cpu_ext_ids)
+        self.cpu_ext_ids = []
+        self.cpu_ext = dict(zip(external, range(len(external)), strict=True))  # the last op wins
+        self.cpu_ext.pop(0, None)  # 0: no External id
+        del external
         annotations = _by_thread(self.annotations)
         regions = {
             tid: [
@@ -900,6 +902,16 @@ def _outer_first(starts: list[float], durs: list[float]) -> bool:
 
 
 _NO_ARGS = _RawArgs()
+
+
+_INT_ONLY = frozenset({int})
+
+
+def _ints(values: list[Any]) -> list[int]:
+    """The values as ints (_as_int), without a Python step per value when all are ints."""
+    if set(map(type, values)) <= _INT_ONLY:
+        return values
+    return [v if type(v) is int else _as_int(v) for v in values]
 
 
 def _external_id(args: _RawArgs | None) -> int:
