@@ -5,6 +5,10 @@ that machine drift hits both alike. Each run writes the fixture's own per-step w
 (`--json`); the steady state is every live step except each request's step 0. Prints the median
 step time of each variant and the ratio recorded / plain (median of the per-pair ratios).
 
+Kept for history: a process's steady median moves by up to 40% from one process to the next on
+an H200, so these pairs cannot resolve 1%. bench/record_overhead_interleaved.py measures the
+overhead inside one recorded process instead.
+
     python bench/record_overhead.py                       # CPU, small model, aot_eager
     python bench/record_overhead.py --device cuda --size large --backend inductor
 """

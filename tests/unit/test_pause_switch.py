@@ -168,3 +168,20 @@ def test_pause_closes_the_open_request_and_the_tracker_then_writes_nothing(
         ("step_end", "r2", None),
         ("request_end", "r2", None),
     ]
+
+
+def test_the_interleaved_bench_runs_pairs_and_finds_identical_latents() -> None:
+    """bench/record_overhead_interleaved.py end to end, 4 pairs (its figures are timings, so
+    only their presence is checked here; the figures themselves go in docs/BENCHMARKS.md)."""
+    bench = Path(__file__).resolve().parents[2] / "bench" / "record_overhead_interleaved.py"
+    proc = subprocess.run(
+        [sys.executable, str(bench), "--pairs", "4", "--settle", "1", "--steps", "2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    result = proc.stdout.strip().splitlines()[-1]
+    assert result.startswith("RESULT recorded/paused ")
+    assert "(+-" in result and "4 pairs" in result
+    assert "latents identical" in result

@@ -1,0 +1,318 @@
+"""What `diag record` adds to a step, measured inside one recorded process.
+
+Whole-run pairs (bench/record_overhead.py) cannot resolve 1%: a plain process's steady median
+moves by up to 40% from one process to the next on an H200. Here one process does both: under
+`diag record`, after warmup, the reference service serves many requests of one shape in pairs,
+one with diag's per-step work on and one with it switched off (`Session.pause()`: the step
+tracker, the adapters' hooks, the call-shape sampler, the region markers and the compiled-call
+wrappers only call through), in random order within each pair. Each request's figure is the
+median of its steps' wall times (the fixture's own, which on CUDA end in a synchronize); the
+overhead is the median of the per-pair ratios recorded/paused, with a bootstrap 95% confidence
+interval.
+
+Two more figures say whether the method can be trusted:
+- paused / no diag: the same program in a second process that never loads diag, against the
+  paused requests of the recorded one. This one is across processes, so it carries the
+  process-to-process noise the interleaving removes; its interval (requests resampled within
+  each process) does not include that noise.
+- A/A: the process without diag alternates its requests the same way; the ratio of its two
+  labels must come out 1 within its interval (nothing differs between them).
+
+Every request of both processes has the same id, hence the same seed: their latents must be
+bit-identical (checked and printed).
+
+    python bench/record_overhead_interleaved.py                        # CPU, small, aot_eager
+    python bench/record_overhead_interleaved.py --device cuda --size large --backend inductor
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REQUEST_ID = "bench"  # one id, one seed: every request computes the same latents
+ON, OFF = "recorded", "paused"
+BOOTSTRAP = 4000
+
+
+# -- the child: one process serving the interleaved requests ---------------------------------------
+
+
+def child(args: argparse.Namespace) -> int:
+    import torch
+
+    from diag.fixtures.config import FixtureConfig, Request
+    from diag.fixtures.runner import FixtureRunner
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    fields = {f.name for f in dataclasses.fields(FixtureConfig)}
+    extra: dict[str, Any] = {}
+    if args.mode != "default":
+        if "mode" not in fields:
+            print(f"this fixture has no --mode (asked for {args.mode})", file=sys.stderr)
+            return 2
+        extra["mode"] = args.mode
+    config = FixtureConfig(
+        compile=True, device=args.device, size=args.size, backend=args.backend, **extra
+    )
+    runner = FixtureRunner(config)
+    module = sys.modules.get("diag.collectors.session")
+    session = module.current_session() if module is not None else None
+    if args.recorded and session is None:
+        print("not recording: run under diag record", file=sys.stderr)
+        return 2
+    shape = config.warmup_shapes[0]
+    request = Request(REQUEST_ID, shape, args.steps)
+    rng = random.Random(args.seed)
+    rows: list[dict[str, Any]] = []
+    begun = time.monotonic()
+    with torch.no_grad():
+        runner.init_modules()  # the fixture's warmup: every compile happens here
+        runner.phase = "live"
+        started = time.monotonic()
+        pair = 0
+        while pair < args.settle + args.pairs and time.monotonic() - started < args.budget_s:
+            order = [ON, OFF] if rng.random() < 0.5 else [OFF, ON]
+            for state in order:
+                if session is not None:
+                    (session.resume if state == ON else session.pause)()
+                runner.run_pipeline(request)
+                result = runner.results[-1]
+                rows.append(
+                    {
+                        "pair": pair - args.settle,
+                        "state": state,
+                        "steps": result.step_seconds,
+                        "latents": result.latents_sha256,
+                    }
+                )
+            pair += 1
+        if session is not None:
+            session.resume()
+    Path(args.out).write_text(
+        json.dumps(
+            {
+                "recorded": session is not None,
+                "shape": str(shape),
+                "rows": [r for r in rows if r["pair"] >= 0],
+                "seconds": time.monotonic() - started,
+                "warmup_seconds": started - begun,
+                "load": os.getloadavg()[0],
+            }
+        )
+    )
+    return 0
+
+
+# -- the parent: two processes, the figures ------------------------------------------------------
+
+
+def request_medians(rows: list[dict[str, Any]], state: str) -> list[float]:
+    return [statistics.median(r["steps"]) for r in rows if r["state"] == state]
+
+
+def pair_ratios(
+    rows: list[dict[str, Any]], num: str, den: str, within: Any = statistics.median
+) -> list[float]:
+    """Per pair: `within` (median, or min) of the `num` request's steps over the `den` one's."""
+    by_pair: dict[int, dict[str, float]] = {}
+    for r in rows:
+        by_pair.setdefault(r["pair"], {})[r["state"]] = within(r["steps"])
+    return [p[num] / p[den] for p in by_pair.values() if num in p and den in p]
+
+
+def bootstrap_median(values: list[float], rng: random.Random) -> tuple[float, float]:
+    """95% percentile interval of the median, values resampled with replacement."""
+    n = len(values)
+    medians = sorted(statistics.median(rng.choices(values, k=n)) for _ in range(BOOTSTRAP))
+    return medians[int(0.025 * BOOTSTRAP)], medians[int(0.975 * BOOTSTRAP) - 1]
+
+
+def bootstrap_ratio_of_medians(
+    num: list[float], den: list[float], rng: random.Random
+) -> tuple[float, float]:
+    ratios = sorted(
+        statistics.median(rng.choices(num, k=len(num)))
+        / statistics.median(rng.choices(den, k=len(den)))
+        for _ in range(BOOTSTRAP)
+    )
+    return ratios[int(0.025 * BOOTSTRAP)], ratios[int(0.975 * BOOTSTRAP) - 1]
+
+
+def run_child(args: argparse.Namespace, recorded: bool, workdir: Path, budget_s: float) -> Any:
+    out = workdir / ("recorded.json" if recorded else "plain.json")
+    command = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--child",
+        "--out",
+        str(out),
+        "--device",
+        args.device,
+        "--size",
+        args.size,
+        "--backend",
+        args.backend,
+        "--mode",
+        args.mode,
+        "--steps",
+        str(args.steps),
+        "--pairs",
+        str(args.pairs),
+        "--settle",
+        str(args.settle),
+        "--budget-s",
+        str(budget_s),
+        "--seed",
+        str(args.seed),
+        *(["--threads", str(args.threads)] if args.threads else []),
+    ]
+    if recorded:
+        command = [
+            sys.executable,
+            "-m",
+            "diag",
+            "record",
+            "--profile",
+            args.profile,
+            "-o",
+            str(workdir / "trace"),
+            "--",
+            *command,
+            "--recorded",
+        ]
+    done = subprocess.run(command, capture_output=True, text=True, env=os.environ.copy())
+    if done.returncode != 0 or not out.exists():
+        sys.stderr.write(done.stdout[-4000:] + done.stderr[-4000:])
+        raise SystemExit(f"the {'recorded' if recorded else 'plain'} child failed")
+    return json.loads(out.read_text())
+
+
+def ms(value: float) -> str:
+    return f"{value * 1e3:.3f} ms"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--size", default="small")
+    parser.add_argument("--backend", default="aot_eager")
+    parser.add_argument(
+        "--mode",
+        default="default",
+        help="torch.compile mode for the fixture's blocks (reduce-overhead: CUDA graphs; only "
+        "where the fixture has --mode)",
+    )
+    parser.add_argument("--profile", default="none", help="diag record --profile (default none)")
+    parser.add_argument("--steps", type=int, default=10, help="steps per request (default 10)")
+    parser.add_argument("--pairs", type=int, default=2000, help="at most this many pairs")
+    parser.add_argument("--settle", type=int, default=3, help="pairs run first and left out")
+    parser.add_argument(
+        "--budget-s",
+        type=float,
+        default=150.0,
+        help="seconds of the recorded process's serving after its warmup (compiles); the "
+        "process without diag gets --plain-share of it (default 150)",
+    )
+    parser.add_argument("--plain-share", type=float, default=0.5)
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch intra-op threads in both processes (default: 1 on CPU, where two OpenMP "
+        "threads on a shared 2-core machine stall whenever another process runs; torch's own "
+        "default on CUDA)",
+    )
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--recorded", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        return child(args)
+    if args.threads is None and args.device == "cpu":
+        args.threads = 1
+
+    rng = random.Random(args.seed)
+    load_before = os.getloadavg()
+    wall = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="diag-interleaved-") as tmp:
+        workdir = Path(tmp)
+        recorded = run_child(args, True, workdir, args.budget_s)
+        plain = run_child(args, False, workdir, args.budget_s * args.plain_share)
+    load_after = os.getloadavg()
+    rows, plain_rows = recorded["rows"], plain["rows"]
+
+    what = (
+        f"{args.device}, {args.size}, {args.backend}, mode {args.mode}, profile {args.profile}, "
+        f"threads {args.threads or 'default'}"
+    )
+    print(f"interleaved overhead ({what}); shape {recorded['shape']}, {args.steps} steps/request")
+    ratios = pair_ratios(rows, ON, OFF)
+    lo, hi = bootstrap_median(ratios, rng)
+    overhead = statistics.median(ratios)
+    on_med = statistics.median(request_medians(rows, ON))
+    off_med = statistics.median(request_medians(rows, OFF))
+    print(
+        f"  recorded process: warmup {recorded['warmup_seconds']:.0f} s, then {len(ratios)} "
+        f"pairs in {recorded['seconds']:.0f} s; "
+        f"median request step {ms(on_med)} recorded, {ms(off_med)} paused"
+    )
+    print(
+        f"  recorded/paused: median of pair ratios {overhead:.4f} "
+        f"(95% CI {lo:.4f} .. {hi:.4f}, half-width {(hi - lo) / 2 * 100:.2f}%)"
+    )
+    fastest = pair_ratios(rows, ON, OFF, min)
+    flo, fhi = bootstrap_median(fastest, rng)
+    print(
+        f"  the same with each request's fastest step instead of its median: "
+        f"{statistics.median(fastest):.4f} (95% CI {flo:.4f} .. {fhi:.4f})"
+    )
+    plain_medians = request_medians(plain_rows, ON) + request_medians(plain_rows, OFF)
+    off_medians = request_medians(rows, OFF)
+    cross = statistics.median(off_medians) / statistics.median(plain_medians)
+    clo, chi = bootstrap_ratio_of_medians(off_medians, plain_medians, rng)
+    print(
+        f"  paused/no diag (across processes): {cross:.4f} (95% CI {clo:.4f} .. {chi:.4f}, "
+        f"requests resampled; process-to-process noise not included); no-diag median "
+        f"request step {ms(statistics.median(plain_medians))}, {len(plain_medians)} requests"
+    )
+    null = pair_ratios(plain_rows, ON, OFF)
+    nlo, nhi = bootstrap_median(null, rng)
+    print(
+        f"  A/A in the process without diag: {statistics.median(null):.4f} "
+        f"(95% CI {nlo:.4f} .. {nhi:.4f}), {len(null)} pairs"
+    )
+    digests = {r["latents"] for r in rows + plain_rows}
+    print(
+        f"  latents of all {len(rows) + len(plain_rows)} requests, both processes: "
+        + ("bit-identical" if len(digests) == 1 else f"{len(digests)} different digests")
+    )
+    print(
+        f"  load average {load_before[0]:.2f} at start, {load_after[0]:.2f} at end "
+        f"({os.cpu_count()} CPUs); {time.monotonic() - wall:.0f} s in all"
+    )
+    print(
+        f"RESULT recorded/paused {overhead:.4f} 95% CI [{lo:.4f}, {hi:.4f}] "
+        f"(+-{(hi - lo) / 2 * 100:.2f}%, {len(ratios)} pairs); paused/no-diag {cross:.4f} "
+        f"[{clo:.4f}, {chi:.4f}]; A/A {statistics.median(null):.4f} [{nlo:.4f}, {nhi:.4f}]; "
+        f"latents {'identical' if len(digests) == 1 else 'DIFFER'}; {what}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
