@@ -22,6 +22,7 @@ import functools
 import gc
 import importlib
 import itertools
+import math
 import operator
 import os
 import queue
@@ -566,6 +567,7 @@ class _Builder:
         self.rt_by_corr: dict[int, int] = {}
         self.rt_bytes: dict[int, int] = {}  # ROCm memcpy calls carry the size, the copy does not
         self.rt_sync: dict[str, str | None] = {}
+        self.rt_kind: dict[str, tuple[str | None, bool]] = {}  # name -> (wait kind, launches)
         self.hip = False
         # GPU activities
         self.act_kind: list[int] = []
@@ -664,17 +666,24 @@ class _Builder:
         return start, end
 
     def _runtime(self, name: str, ts: float, dur: float, tid: int, args: _RawArgs | None) -> None:
-        if name not in self.rt_sync:
-            self.rt_sync[name] = _sync_kind(name)
+        known = self.rt_kind.get(name)
+        if known is None:  # once per call name: which wait it is, whether it launches
+            known = self.rt_kind[name] = (_sync_kind(name), "aunch" in name or "emcpy" in name)
+            self.rt_sync[name] = known[0]
             self.hip = self.hip or name.startswith("hip")
-        corr = _as_int(args.correlation) if args is not None else 0
-        sync = self.rt_sync[name]
+        sync, launches = known
+        if args is None:
+            corr = 0
+        else:
+            corr = args.correlation  # type: ignore[assignment]
+            if type(corr) is not int:
+                corr = _as_int(corr)
         if sync is not None:
             self.syncs.append((Sync(name, ts, dur, tid, sync), corr))
         if not corr:
             return
         index = len(self.rt_name)
-        if corr not in self.rt_by_corr or "aunch" in name or "emcpy" in name:
+        if launches or corr not in self.rt_by_corr:
             self.rt_by_corr[corr] = index
         self.rt_name.append(name)
         self.rt_ts.append(ts)
@@ -778,14 +787,7 @@ class _Builder:
                 durs = [-row[1] for row in order]
                 del order
             ends = list(map(operator.add, starts, durs))
-            depths: list[int] = []
-            open_ends: list[float] = []
-            pop, push, add = open_ends.pop, open_ends.append, depths.append
-            for start, end in zip(starts, ends, strict=True):
-                while open_ends and open_ends[-1] <= start:
-                    pop()
-                add(len(open_ends))
-                push(end)
+            depths = _depths(starts, ends)
             threads[tid] = (starts, ends, op_names)
             ops.extend(
                 map(
@@ -889,6 +891,41 @@ _Interval = tuple[float, float, str]  # start, end, label
 _Rows = dict[
     int, tuple[list[float], list[float], list[str]]
 ]  # tid -> starts, ends, names, outer first
+
+
+def _depths(starts: list[float], ends: list[float]) -> list[int]:
+    """Each op's nesting depth: the ops still open at its start (a stack of their ends; an op
+    ends before one that starts at its end). The end on top is kept in a local and the
+    stack holds a bottom that never closes, so the loop does no emptiness checks."""
+    depths: list[int] = []
+    stack = [math.inf]
+    pop, push, add = stack.pop, stack.append, depths.append
+    top = math.inf
+    depth = 0
+    try:
+        for start, end in zip(starts, ends, strict=True):
+            while top <= start:
+                pop()
+                top = stack[-1]
+                depth -= 1
+            add(depth)
+            push(end)
+            top = end
+            depth += 1
+    except IndexError:  # a start of +inf passed the bottom too: the checked sweep
+        return _depths_checked(starts, ends)
+    return depths
+
+
+def _depths_checked(starts: list[float], ends: list[float]) -> list[int]:
+    depths: list[int] = []
+    open_ends: list[float] = []
+    for start, end in zip(starts, ends, strict=True):
+        while open_ends and open_ends[-1] <= start:
+            open_ends.pop()
+        depths.append(len(open_ends))
+        open_ends.append(end)
+    return depths
 
 
 def _outer_first(starts: list[float], durs: list[float]) -> bool:

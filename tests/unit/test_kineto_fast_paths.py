@@ -264,3 +264,16 @@ def test_deep_nesting_after_an_odd_phase_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(DiagError) as caught:
         read_kineto(path)
     assert caught.value.message.startswith(f"{path}: ") and "\n" not in caught.value.message
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_depths_match_the_checked_sweep(seed: int) -> None:
+    """The sentinel-bottom sweep against the one that checks for an empty stack, on sorted
+    starts with ties, touching ends and zero durations (and a start of +inf, made by hand:
+    msgspec refuses one in a file)."""
+    rng = random.Random(seed)
+    starts = sorted(float(rng.randrange(0, 60)) for _ in range(rng.randrange(0, 120)))
+    if seed % 5 == 0:
+        starts.append(float("inf"))
+    ends = [s + rng.choice([0.0, 1.0, 3.0, 10.0, 40.0]) for s in starts]
+    assert kineto._depths(starts, ends) == kineto._depths_checked(starts, ends)
