@@ -934,8 +934,9 @@ def _outer_first(starts: list[float], durs: list[float]) -> bool:
     if sorted(starts) != starts:  # timsort's float compare: one fast pass when in order
         return False
     following = itertools.islice(starts, 1, None)
-    ties = itertools.compress(itertools.count(), map(operator.eq, starts, following))
-    return all(durs[i] >= durs[i + 1] for i in ties)
+    ties = list(itertools.compress(itertools.count(), map(operator.eq, starts, following)))
+    later = durs[1:]
+    return all(map(operator.ge, map(durs.__getitem__, ties), map(later.__getitem__, ties)))
 
 
 _NO_ARGS = _RawArgs()
