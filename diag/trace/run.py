@@ -228,6 +228,7 @@ class RunData:
     # Indexes built on first query (analyzers ask the same questions many times).
     _by_kind: tuple[int, dict[str, list[Event]]] | None = field(default=None, repr=False)
     _entries: tuple[int, dict[Frame, int]] | None = field(default=None, repr=False)
+    _tags: tuple[int, dict[int, str]] | None = field(default=None, repr=False)
 
     @property
     def steps(self) -> list[Step]:
@@ -268,10 +269,15 @@ class RunData:
         """`rank1` (or `proc0`) when the run has several processes; empty when it has one."""
         if pid is None or len(self.processes) <= 1:
             return ""
-        for index, process in enumerate(self.processes):
-            if process.pid == pid:
-                return f"rank{process.rank}" if process.rank is not None else f"proc{index}"
-        return f"pid{pid}"
+        # A table built once: analyzers ask per event, and at 512 ranks a scan per ask was
+        # most of an analysis.
+        if self._tags is None or self._tags[0] != len(self.processes):
+            tags: dict[int, str] = {}
+            for index, process in enumerate(self.processes):
+                tag = f"rank{process.rank}" if process.rank is not None else f"proc{index}"
+                tags.setdefault(process.pid, tag)
+            self._tags = (len(self.processes), tags)
+        return self._tags[1].get(pid, f"pid{pid}")
 
 
 @dataclass
