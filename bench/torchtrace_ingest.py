@@ -17,9 +17,11 @@ repeat): diag's importer as `diag analyze --torch-trace LOG` calls it (`open_inp
 in its default mode (HTML pages, the issue's figure) and tlparse `--plain-text` (the least work
 tlparse does while still parsing every record and payload: the same files, no highlighting),
 both writing to a fresh temporary folder. Wall time is the whole process, start to exit (diag's
-interpreter start and imports included, printed apart); peak RSS is ru_maxrss from wait4.
+interpreter start and imports included, printed apart), CPU time is user + system from wait4
+(less moved by other work on the machine than wall time); peak RSS is ru_maxrss from wait4 (this
+process stays small: a child's ru_maxrss counts the pages it was forked with).
 
-Then, on the largest log, where diag's time goes: each stage again in its own child, the
+Then, on the log nearest 150 MB, where diag's time goes: each stage again in its own child, the
 importer run with later stages switched off (read the blocks; + find the lines; + parse the
 envelopes; + strip and hash the payloads; + build the run model), a stage's cost being its
 time less the previous stage's.
@@ -209,6 +211,14 @@ print(json.dumps({"import_s": imported - start, "ingest_s": done - imported,
                   "corrupt": stats["corrupt_payloads"], "skipped": stats["skipped_lines"]}))
 """
 
+# One compilation_metrics artifact per compile in tlparse's compile_directory.json.
+COUNT_CHILD = r"""
+import json, sys
+directory = json.load(open(sys.argv[1]))
+print(sum(1 for entry in directory.values() for artifact in entry.get("artifacts", [])
+          if str(artifact.get("name", "")).startswith("compilation_metrics")))
+"""
+
 # The importer with its later stages switched off, for where the time goes.
 STAGE_CHILD = r"""
 import json, sys, time
@@ -259,7 +269,12 @@ def run_child(argv: list[str], env: dict[str, str] | None = None) -> dict[str, A
         if code != 0:
             tail = err.read().decode(errors="replace")[-2000:]
             raise SystemExit(f"{argv[0]} exited {code}:\n{tail}")
-    return {"wall_s": wall, "peak_rss_mb": usage.ru_maxrss / 1024, "stdout": stdout}
+    return {
+        "wall_s": wall,
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "peak_rss_mb": usage.ru_maxrss / 1024,
+        "stdout": stdout,
+    }
 
 
 def measure_one(mode: str, log: Path, scratch: Path) -> dict[str, Any]:
@@ -275,13 +290,15 @@ def measure_one(mode: str, log: Path, scratch: Path) -> dict[str, Any]:
         argv.append("--plain-text")
     result = run_child(argv)
     result.pop("stdout")
-    directory = json.loads((out / "compile_directory.json").read_text())
-    result["compiles"] = sum(
-        1
-        for entry in directory.values()
-        for artifact in entry.get("artifacts", [])
-        if str(artifact.get("name", "")).startswith("compilation_metrics")
+    # Counted in a child: parsing tlparse's directory here would grow this process, and a
+    # child's ru_maxrss counts the pages it was forked with, before its exec.
+    counted = subprocess.run(
+        [sys.executable, "-c", COUNT_CHILD, str(out / "compile_directory.json")],
+        capture_output=True,
+        text=True,
+        check=True,
     )
+    result["compiles"] = int(counted.stdout)
     shutil.rmtree(out, ignore_errors=True)
     return result
 
@@ -297,7 +314,8 @@ def measure_size(log: Path, repeats: int, modes: list[str], scratch: Path) -> di
             samples[mode].append(sample)
             print(
                 f"  {log.name} [{repeat + 1}/{repeats}] {VARIANTS[mode]:<34} "
-                f"{sample['wall_s']:7.2f} s {sample['peak_rss_mb']:7.0f} MB  "
+                f"{sample['wall_s']:7.2f} s (cpu {sample['cpu_s']:6.2f} s) "
+                f"{sample['peak_rss_mb']:7.0f} MB  "
                 f"load {loads[-1]:.2f}",
                 file=sys.stderr,
             )
@@ -308,6 +326,7 @@ def measure_size(log: Path, repeats: int, modes: list[str], scratch: Path) -> di
         summary[mode] = {
             "median_s": median,
             "runs_s": [round(s["wall_s"], 3) for s in runs],
+            "cpu_s": statistics.median(s["cpu_s"] for s in runs),
             "mb_per_s": size_mb / median,
             "peak_rss_mb": statistics.median(s["peak_rss_mb"] for s in runs),
             "compiles": runs[0]["compiles"],
@@ -348,6 +367,7 @@ def measure_stages(log: Path, repeats: int) -> dict[str, Any]:
 
 def table(info: dict[str, Any]) -> str:
     lines = [
+        f"command: {info['command']}",
         f"machine: {info['cpus']} CPUs; python {info['python']}, msgspec {info['msgspec']}, "
         f"tlparse {info['tlparse']}; {info['repeats']} repeat(s), variants alternating",
         f"load average {info['load_before']} before, {info['load_after']} after",
@@ -362,7 +382,7 @@ def table(info: dict[str, Any]) -> str:
             f"{size['load_max']} while measured"
         )
         lines.append(
-            f"  {'variant':<34} {'median s':>9} {'MB/s':>7} {'peak RSS MB':>12} "
+            f"  {'variant':<34} {'median s':>9} {'MB/s':>7} {'CPU s':>7} {'peak RSS MB':>12} "
             f"{'compiles':>9}  runs (s)"
         )
         for mode, label in VARIANTS.items():
@@ -371,22 +391,26 @@ def table(info: dict[str, Any]) -> str:
                 continue
             runs = " ".join(f"{s:.2f}" for s in v["runs_s"])
             lines.append(
-                f"  {label:<34} {v['median_s']:9.2f} {v['mb_per_s']:7.0f} "
+                f"  {label:<34} {v['median_s']:9.2f} {v['mb_per_s']:7.0f} {v['cpu_s']:7.2f} "
                 f"{v['peak_rss_mb']:12.0f} {v['compiles']:9}  {runs}"
             )
         diag = size["variants"]["diag"]
+        rest = diag["median_s"] - diag["ingest_s"] - diag["import_s"]
         lines.append(
-            f"  diag: interpreter start and imports {diag['import_s']:.2f} s, import call "
-            f"{diag['ingest_s']:.2f} s ({size['mb'] / diag['ingest_s']:.0f} MB/s), "
-            f"{diag['records']:,} records, {diag['corrupt']} corrupt payloads"
+            f"  diag's wall: import call {diag['ingest_s']:.2f} s "
+            f"({size['mb'] / diag['ingest_s']:.0f} MB/s), imports {diag['import_s']:.2f} s, "
+            f"interpreter start and exit {rest:.2f} s; {diag['records']:,} records, "
+            f"{diag['corrupt']} corrupt payloads"
         )
         for mode in ("tlparse", "tlparse-plain"):
             if mode in size["variants"]:
-                ratio = size["variants"][mode]["median_s"] / diag["median_s"]
-                rss = diag["peak_rss_mb"] / size["variants"][mode]["peak_rss_mb"]
+                theirs = size["variants"][mode]
+                ratio = theirs["median_s"] / diag["median_s"]
+                cpu = theirs["cpu_s"] / diag["cpu_s"]
+                rss = diag["peak_rss_mb"] / theirs["peak_rss_mb"]
                 lines.append(
-                    f"  {VARIANTS[mode]} / diag: time {ratio:.1f}x (target >= 10x), "
-                    f"peak RSS diag/tlparse {rss:.2f}"
+                    f"  {VARIANTS[mode]} / diag: wall {ratio:.1f}x (target >= 10x), CPU time "
+                    f"{cpu:.1f}x, peak RSS diag/tlparse {rss:.2f}"
                 )
         lines.append("")
     rss = [size["variants"]["diag"]["peak_rss_mb"] for size in info["sizes"]]
@@ -417,6 +441,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=_sizes, default=[40.0, 150.0, 400.0], help="MB, comma")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--stage-repeats", type=int, default=3)
+    parser.add_argument(
+        "--stages-mb", type=float, default=150.0, help="profile the log nearest this size"
+    )
+    parser.add_argument(
+        "--html-up-to",
+        type=float,
+        default=200.0,
+        metavar="MB",
+        help="run tlparse's default (HTML) mode only on logs up to this size (it takes 10x "
+        "diag's time and more: a 400 MB log alone would take minutes on a loaded machine)",
+    )
     parser.add_argument("--source", type=Path, nargs="+", default=list(DEFAULT_SOURCES))
     parser.add_argument(
         "--modes",
@@ -440,6 +475,7 @@ def main(argv: list[str] | None = None) -> int:
         work = args.workdir or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
         info: dict[str, Any] = {
+            "command": " ".join(["python bench/torchtrace_ingest.py", *(argv or sys.argv[1:])]),
             "cpus": os.cpu_count(),
             "python": sys.version.split()[0],
             "msgspec": metadata.version("msgspec"),
@@ -458,17 +494,25 @@ def main(argv: list[str] | None = None) -> int:
             if log.is_file() and made_file.is_file():
                 made = json.loads(made_file.read_text())
             else:
+                # In a child: the sources' records would stay in this process's heap, and a
+                # child's ru_maxrss counts the parent's pages it was forked with.
                 print(f"making a {megabytes:g} MB log in {log}", file=sys.stderr)
-                made = make_log(args.source, log, megabytes)
+                sources = [str(p) for p in args.source]
+                argv = [__file__, "--make", str(megabytes), "--out", str(log), "--source"]
+                made_out = subprocess.run(
+                    [sys.executable, *argv, *sources], capture_output=True, text=True, check=True
+                )
+                made = json.loads(made_out.stdout)
                 made_file.write_text(json.dumps(made))
             logs.append(log)
-            size = measure_size(log, args.repeats, modes, work)
+            these = [m for m in modes if m != "tlparse" or megabytes <= args.html_up_to]
+            size = measure_size(log, args.repeats, these, work)
             size["made"] = made
             info["sizes"].append(size)
         if args.stage_repeats:
-            largest = max(logs, key=lambda p: p.stat().st_size)
-            info["stages_log"] = f"{largest.stat().st_size / 1e6:.1f} MB log"
-            info["stages"] = measure_stages(largest, args.stage_repeats)
+            nearest = min(logs, key=lambda p: abs(p.stat().st_size / 1e6 - args.stages_mb))
+            info["stages_log"] = f"{nearest.stat().st_size / 1e6:.1f} MB log"
+            info["stages"] = measure_stages(nearest, args.stage_repeats)
         info["load_after"] = round(os.getloadavg()[0], 2)
     print(json.dumps(info, indent=1) if args.json else table(info))
     return 0
