@@ -37,8 +37,10 @@ KINETO_PARALLEL_BYTES = 2 << 20
 if TYPE_CHECKING:
     import concurrent.futures
 
-#: What a failed pool raises (BrokenProcessPool is a RuntimeError): the caller reads serially.
-_POOL_ERRORS = (OSError, RuntimeError, EOFError)
+#: What a failed pool raises: BrokenProcessPool (a RuntimeError), OSError, and ValueError from
+#: spawning where stdio is not a plain descriptor (Textual's headless driver). Any exception
+#: means: read serially, where a real reader error is raised again, as a person should see it.
+_POOL_ERRORS = (Exception,)
 
 
 def worker_count(tasks: int) -> int:

@@ -118,3 +118,22 @@ def test_a_refused_window_raises_its_diag_error_through_the_pool(
     with pytest.raises(DiagError) as raised:
         step_profiles(run)
     assert broken.name in raised.value.message
+
+
+def test_a_pool_that_cannot_start_falls_back_to_the_serial_reader(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Spawning workers under Textual's headless driver raised `ValueError: bad value(s) in
+    fds_to_keep` (seen in a Pilot run on 64 ranks); the reader must then read serially. The
+    pool's failure is simulated (a real one needs that driver); the windows are real."""
+    monkeypatch.setattr(parallel, "KINETO_PARALLEL_BYTES", 0)
+    monkeypatch.setattr(parallel, "EVENTS_PARALLEL_BYTES", 0)
+
+    def no_pool(workers: int) -> Any:
+        raise ValueError("bad value(s) in fds_to_keep")
+
+    monkeypatch.setattr(parallel, "_pool", no_pool)
+    folder = h200_trace("record-wan-offload-unwarmed", tmp_path)
+    run = load_trace(folder).compiled
+    assert run is not None and run.processes
+    assert len(step_profiles(run)) >= 3
