@@ -10,7 +10,10 @@ median of its steps' wall times (the fixture's own, which on CUDA end in a synch
 overhead is the median of the per-pair ratios recorded/paused, with a bootstrap 95% confidence
 interval.
 
-Two more figures say whether the method can be trusted:
+More figures say what the paused state costs and whether the method can be trusted:
+- paused / bare: the recorded process also serves, in each group (now a triple, in random
+  order), a request with the session paused and diag's wrappers taken off the step path
+  (`DiagLayers`): what the paused switch still costs, measured in process.
 - paused / no diag: the same program in a second process that never loads diag, against the
   paused requests of the recorded one. This one is across processes, so it carries the
   process-to-process noise the interleaving removes; its interval (requests resampled within
@@ -41,11 +44,58 @@ from pathlib import Path
 from typing import Any
 
 REQUEST_ID = "bench"  # one id, one seed: every request computes the same latents
-ON, OFF = "recorded", "paused"
+ON, OFF, BARE = "recorded", "paused", "bare"
 BOOTSTRAP = 4000
 
 
 # -- the child: one process serving the interleaved requests ---------------------------------------
+
+
+class DiagLayers:
+    """diag's own wrappers on the reference service's step path, to take off and put back.
+
+    `bare()` leaves the recorded process's step path as a program without diag has it: the
+    runner's `run_pipeline` and the model's `infer` (instance attributes the adapter set) are
+    dropped, and each compiled block the dispatcher holds is unwrapped down to what
+    `torch.compile` returned (the layers whose code lives in diag's collectors, followed by
+    `__wrapped__`). With the session paused too, what is left of diag is only what acts at
+    compile time or import time (log handlers, the wrapped `torch.compile`, an import hook).
+    """
+
+    def __init__(self, runner: Any, collectors_dir: str) -> None:
+        self.runner = runner
+        self.model = runner.model
+        self.dispatcher = runner.model.dispatcher
+        self.wrapped_entries = dict(self.dispatcher.entries)
+        self.bare_entries = {
+            k: self._peel(v, collectors_dir) for k, v in self.wrapped_entries.items()
+        }
+        self.run_pipeline = runner.__dict__.get("run_pipeline")
+        self.infer = self.model.__dict__.get("infer")
+        self.layers = sum(
+            self.wrapped_entries[k] is not self.bare_entries[k] for k in self.wrapped_entries
+        )
+
+    @staticmethod
+    def _peel(fn: Any, collectors_dir: str) -> Any:
+        while True:
+            code = getattr(fn, "__code__", None)
+            inner = getattr(fn, "__wrapped__", None)
+            if code is None or inner is None or not code.co_filename.startswith(collectors_dir):
+                return fn
+            fn = inner
+
+    def bare(self) -> None:
+        self.dispatcher.entries = self.bare_entries
+        self.runner.__dict__.pop("run_pipeline", None)
+        self.model.__dict__.pop("infer", None)
+
+    def wrapped(self) -> None:
+        self.dispatcher.entries = self.wrapped_entries
+        if self.run_pipeline is not None:
+            self.runner.__dict__["run_pipeline"] = self.run_pipeline
+        if self.infer is not None:
+            self.model.__dict__["infer"] = self.infer
 
 
 def child(args: argparse.Namespace) -> int:
@@ -80,13 +130,18 @@ def child(args: argparse.Namespace) -> int:
     with torch.no_grad():
         runner.init_modules()  # the fixture's warmup: every compile happens here
         runner.phase = "live"
+        layers = None
+        if session is not None and module is not None:
+            layers = DiagLayers(runner, os.path.dirname(module.__file__ or "") + os.sep)
+        states = [ON, OFF, BARE] if layers is not None else [ON, OFF]
         started = time.monotonic()
         pair = 0
         while pair < args.settle + args.pairs and time.monotonic() - started < args.budget_s:
-            order = [ON, OFF] if rng.random() < 0.5 else [OFF, ON]
+            order = rng.sample(states, len(states))
             for state in order:
-                if session is not None:
+                if session is not None and layers is not None:
                     (session.resume if state == ON else session.pause)()
+                    (layers.bare if state == BARE else layers.wrapped)()
                 runner.run_pipeline(request)
                 result = runner.results[-1]
                 rows.append(
@@ -98,12 +153,14 @@ def child(args: argparse.Namespace) -> int:
                     }
                 )
             pair += 1
-        if session is not None:
+        if session is not None and layers is not None:
+            layers.wrapped()
             session.resume()
     Path(args.out).write_text(
         json.dumps(
             {
                 "recorded": session is not None,
+                "unwrapped_blocks": layers.layers if layers is not None else 0,
                 "shape": str(shape),
                 "rows": [r for r in rows if r["pair"] >= 0],
                 "seconds": time.monotonic() - started,
@@ -275,6 +332,13 @@ def main() -> int:
         f"  recorded/paused: median of pair ratios {overhead:.4f} "
         f"(95% CI {lo:.4f} .. {hi:.4f}, half-width {(hi - lo) / 2 * 100:.2f}%)"
     )
+    bare = pair_ratios(rows, OFF, BARE)
+    blo, bhi = bootstrap_median(bare, rng)
+    print(
+        f"  paused/bare (same process; bare: paused and diag's wrappers taken off the step path, "
+        f"{recorded['unwrapped_blocks']} compiled blocks unwrapped): {statistics.median(bare):.4f} "
+        f"(95% CI {blo:.4f} .. {bhi:.4f})"
+    )
     fastest = pair_ratios(rows, ON, OFF, min)
     flo, fhi = bootstrap_median(fastest, rng)
     print(
@@ -307,7 +371,8 @@ def main() -> int:
     )
     print(
         f"RESULT recorded/paused {overhead:.4f} 95% CI [{lo:.4f}, {hi:.4f}] "
-        f"(+-{(hi - lo) / 2 * 100:.2f}%, {len(ratios)} pairs); paused/no-diag {cross:.4f} "
+        f"(+-{(hi - lo) / 2 * 100:.2f}%, {len(ratios)} pairs); paused/bare "
+        f"{statistics.median(bare):.4f} [{blo:.4f}, {bhi:.4f}]; paused/no-diag {cross:.4f} "
         f"[{clo:.4f}, {chi:.4f}]; A/A {statistics.median(null):.4f} [{nlo:.4f}, {nhi:.4f}]; "
         f"latents {'identical' if len(digests) == 1 else 'DIFFER'}; {what}"
     )
