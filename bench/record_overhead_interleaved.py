@@ -136,7 +136,11 @@ def child(args: argparse.Namespace) -> int:
         states = [ON, OFF, BARE] if layers is not None else [ON, OFF]
         started = time.monotonic()
         pair = 0
-        while pair < args.settle + args.pairs and time.monotonic() - started < args.budget_s:
+        while (
+            pair < args.settle + args.pairs
+            and time.monotonic() - started < args.budget_s
+            and (args.deadline is None or time.time() < args.deadline)
+        ):
             order = rng.sample(states, len(states))
             for state in order:
                 if session is not None and layers is not None:
@@ -207,7 +211,13 @@ def bootstrap_ratio_of_medians(
     return ratios[int(0.025 * BOOTSTRAP)], ratios[int(0.975 * BOOTSTRAP) - 1]
 
 
-def run_child(args: argparse.Namespace, recorded: bool, workdir: Path, budget_s: float) -> Any:
+def run_child(
+    args: argparse.Namespace,
+    recorded: bool,
+    workdir: Path,
+    budget_s: float,
+    deadline: float | None,
+) -> Any:
     out = workdir / ("recorded.json" if recorded else "plain.json")
     command = [
         sys.executable,
@@ -231,6 +241,7 @@ def run_child(args: argparse.Namespace, recorded: bool, workdir: Path, budget_s:
         str(args.settle),
         "--budget-s",
         str(budget_s),
+        *(["--deadline", str(deadline)] if deadline is not None else []),
         "--seed",
         str(args.seed),
         *(["--threads", str(args.threads)] if args.threads else []),
@@ -286,6 +297,15 @@ def main() -> int:
     )
     parser.add_argument("--plain-share", type=float, default=0.5)
     parser.add_argument(
+        "--total-s",
+        type=float,
+        default=None,
+        help="stop serving early so that the whole bench ends within about this many seconds "
+        "(the recorded process serves until 72%% of it, the one without diag until 8 s "
+        "before it; warmups and process start count)",
+    )
+    parser.add_argument("--deadline", type=float, default=None, help=argparse.SUPPRESS)
+    parser.add_argument(
         "--threads",
         type=int,
         default=None,
@@ -308,8 +328,19 @@ def main() -> int:
     wall = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="diag-interleaved-") as tmp:
         workdir = Path(tmp)
-        recorded = run_child(args, True, workdir, args.budget_s)
-        plain = run_child(args, False, workdir, args.budget_s * args.plain_share)
+        # --total-s: the recorded process stops serving by 72% of it, the plain one 8 s before it.
+        begun = time.time()
+        total = args.total_s
+        recorded = run_child(
+            args, True, workdir, args.budget_s, begun + 0.72 * total if total else None
+        )
+        plain = run_child(
+            args,
+            False,
+            workdir,
+            args.budget_s * args.plain_share,
+            begun + total - 8 if total else None,
+        )
     load_after = os.getloadavg()
     rows, plain_rows = recorded["rows"], plain["rows"]
 
@@ -319,6 +350,9 @@ def main() -> int:
     )
     print(f"interleaved overhead ({what}); shape {recorded['shape']}, {args.steps} steps/request")
     ratios = pair_ratios(rows, ON, OFF)
+    if len(ratios) < 2:
+        print(f"the recorded process served {len(ratios)} groups: raise --budget-s or --total-s")
+        return 2
     lo, hi = bootstrap_median(ratios, rng)
     overhead = statistics.median(ratios)
     on_med = statistics.median(request_medians(rows, ON))
@@ -346,20 +380,26 @@ def main() -> int:
         f"{statistics.median(fastest):.4f} (95% CI {flo:.4f} .. {fhi:.4f})"
     )
     plain_medians = request_medians(plain_rows, ON) + request_medians(plain_rows, OFF)
-    off_medians = request_medians(rows, OFF)
-    cross = statistics.median(off_medians) / statistics.median(plain_medians)
-    clo, chi = bootstrap_ratio_of_medians(off_medians, plain_medians, rng)
-    print(
-        f"  paused/no diag (across processes): {cross:.4f} (95% CI {clo:.4f} .. {chi:.4f}, "
-        f"requests resampled; process-to-process noise not included); no-diag median "
-        f"request step {ms(statistics.median(plain_medians))}, {len(plain_medians)} requests"
-    )
     null = pair_ratios(plain_rows, ON, OFF)
-    nlo, nhi = bootstrap_median(null, rng)
-    print(
-        f"  A/A in the process without diag: {statistics.median(null):.4f} "
-        f"(95% CI {nlo:.4f} .. {nhi:.4f}), {len(null)} pairs"
-    )
+    cross_text = null_text = "n/a (the process without diag served no pair: raise --total-s)"
+    if null:
+        off_medians = request_medians(rows, OFF)
+        cross = statistics.median(off_medians) / statistics.median(plain_medians)
+        clo, chi = bootstrap_ratio_of_medians(off_medians, plain_medians, rng)
+        cross_text = f"{cross:.4f} [{clo:.4f}, {chi:.4f}]"
+        print(
+            f"  paused/no diag (across processes): {cross:.4f} (95% CI {clo:.4f} .. {chi:.4f}, "
+            f"requests resampled; process-to-process noise not included); no-diag median "
+            f"request step {ms(statistics.median(plain_medians))}, {len(plain_medians)} requests"
+        )
+        nlo, nhi = bootstrap_median(null, rng)
+        null_text = f"{statistics.median(null):.4f} [{nlo:.4f}, {nhi:.4f}]"
+        print(
+            f"  A/A in the process without diag: {statistics.median(null):.4f} "
+            f"(95% CI {nlo:.4f} .. {nhi:.4f}), {len(null)} pairs"
+        )
+    else:
+        print(f"  paused/no diag and A/A: {cross_text}")
     digests = {r["latents"] for r in rows + plain_rows}
     print(
         f"  latents of all {len(rows) + len(plain_rows)} requests, both processes: "
@@ -372,8 +412,8 @@ def main() -> int:
     print(
         f"RESULT recorded/paused {overhead:.4f} 95% CI [{lo:.4f}, {hi:.4f}] "
         f"(+-{(hi - lo) / 2 * 100:.2f}%, {len(ratios)} pairs); paused/bare "
-        f"{statistics.median(bare):.4f} [{blo:.4f}, {bhi:.4f}]; paused/no-diag {cross:.4f} "
-        f"[{clo:.4f}, {chi:.4f}]; A/A {statistics.median(null):.4f} [{nlo:.4f}, {nhi:.4f}]; "
+        f"{statistics.median(bare):.4f} [{blo:.4f}, {bhi:.4f}]; paused/no-diag {cross_text}; "
+        f"A/A {null_text}; "
         f"latents {'identical' if len(digests) == 1 else 'DIFFER'}; {what}"
     )
     return 0
