@@ -96,8 +96,9 @@ class Session:
         self.emit("adapter", name=name, **({"inferred": True} if stand_down is not None else {}))
 
     def pause(self) -> None:
-        """Switch off every collector's per-step and per-call work (bench/record_overhead.py's
-        interleaved method measures diag's cost by requests with it off and on, in one process).
+        """Switch off every collector's per-step and per-call work (bench/
+        record_overhead_interleaved.py measures diag's cost by requests with it off and on, in
+        one process).
 
         Meant for between requests: a step or request still open is closed first. While paused,
         the step tracker, the adapters' hooks, the call-shape sampler, the region markers and the
