@@ -93,3 +93,21 @@ def test_64_ranks_compiles_group_alike_compiles_and_the_odd_one_stands_alone(
         assert f"the same compile on {ALL}" in text and "slowest rank" in text
 
     drive(folder, script, size=(120, 40))
+
+
+def test_64_ranks_cache_growth_is_one_ranks_not_all_interleaved(tmp_path: Path) -> None:
+    folder = make_ranks(tmp_path / "t")
+
+    async def script(app: DiagApp, pilot: Pilot[None]) -> None:
+        await pilot.press("6")
+        await pilot.pause()
+        cache = app.view("cache")
+        [row] = cache.shown
+        # Rank 32 recompiled live: its counts, named, not 64 ranks' counts interleaved.
+        assert row.cells[3].plain == "1 2 3 3 (rank 32)"
+        text = screen_text(app)
+        assert f"warmup0 step 0: 1   ({ALL})" in text
+        assert "r1 step 0: 3   (rank 32)" in text
+        assert "(pid " not in text
+
+    drive(folder, script, size=(120, 40))
