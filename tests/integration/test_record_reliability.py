@@ -210,6 +210,9 @@ def test_two_ranks_write_side_by_side(tmp_path: Path) -> None:
         t = torch.ones(1); dist.all_reduce(t); assert t.item() == 2
     """)
     body = STEPPING.replace("import diag.api as diag", setup)
+    # As a correct program ends: without it gloo's threads can abort the rank at interpreter
+    # exit ("terminate called without an active exception", SIGABRT; pytorch #190489).
+    body += "dist.destroy_process_group()\n"
     app = _script(tmp_path, body.format(requests=2, steps=3, inside="pass"))
     torchrun = str(Path(sys.executable).with_name("torchrun"))
     proc = diag_record(
