@@ -13,6 +13,7 @@ summary per process.
 
 from __future__ import annotations
 
+import bisect
 import re
 import statistics
 from collections import defaultdict
@@ -88,8 +89,15 @@ def _analyze_process(run: RunData, pid: int, events: list[Event]) -> list[Findin
     for item in records:
         if item.phase == "live" and item.request_id is not None:
             live[item.request_id].append(item)
+    if live:
+        requests = {r.request_id: r for r in run.requests if r.pid == pid}
+        reserved = _StepReserved(run, pid)
     for request_id, items in live.items():
-        findings.append(_live_finding(run, pid, request_id, items, records, logs))
+        findings.append(
+            _live_finding(
+                run, pid, request_id, items, records, logs, requests.get(request_id), reserved
+            )
+        )
     findings.extend(_skip_findings(run, pid, [e for e in events if e.kind == "cudagraph_skip"]))
     if records:
         findings.append(_summary(run, pid, records, bool(live)))
@@ -121,12 +129,14 @@ def _live_finding(
     items: list[_Record],
     records: list[_Record],
     logs: list[Event],
+    request: Request | None,
+    reserved: _StepReserved,
 ) -> Finding:
-    request = next((r for r in run.requests if r.pid == pid and r.request_id == request_id), None)
     shape = "x".join(str(d) for d in request.shape) if request and request.shape else None
     ids = _ids(items)
     seconds = sum(i.seconds for i in items)
-    grew = _request_growth(run, pid, request_id, items)
+    first = request.start_t if request is not None else min(i.t for i in items)
+    grew = reserved.around(first, request_id)
     steps = sorted({i.step for i in items if i.step is not None})
     steps_text = ("step " if len(steps) == 1 else "steps ") + ", ".join(map(str, steps))
     compiled = [
@@ -254,29 +264,33 @@ def _step_cost(
     )
 
 
-def _request_growth(
-    run: RunData, pid: int, request_id: str, items: list[_Record]
-) -> tuple[int, int] | None:
-    """Reserved bytes at the end of the last step before the request, and at the end of the
-    request's last step (torch.cuda.graph() empties the cache as a capture begins, so reserved
-    bytes read around one recording move both ways)."""
-    request = next((r for r in run.requests if r.pid == pid and r.request_id == request_id), None)
-    first = request.start_t if request is not None else min(i.t for i in items)
-    timed = [
-        (s.end_t, s.request_id, int(s.memory["reserved"]))
-        for r in run.requests
-        if r.pid == pid
-        for s in r.steps
-        if s.end_t is not None
-        and isinstance(s.memory, dict)
-        and isinstance(s.memory.get("reserved"), int)
-    ]
-    timed.sort()
-    before = [value for end, _, value in timed if end < first]
-    after = [value for _, rid, value in timed if rid == request_id]
-    if not before or not after:
-        return None
-    return before[-1], after[-1]
+class _StepReserved:
+    """Reserved bytes at the step ends of one process, in time order, read once: each live
+    request's growth is looked up here, not by a scan of every step per request."""
+
+    def __init__(self, run: RunData, pid: int) -> None:
+        timed = sorted(
+            (s.end_t, int(s.memory["reserved"]), s.request_id)
+            for r in run.requests
+            if r.pid == pid
+            for s in r.steps
+            if s.end_t is not None
+            and isinstance(s.memory, dict)
+            and isinstance(s.memory.get("reserved"), int)
+        )
+        self.ends = [end for end, _, _ in timed]
+        self.values = [value for _, value, _ in timed]
+        self.last: dict[str, int] = {rid: value for _, value, rid in timed}
+
+    def around(self, first: int, request_id: str) -> tuple[int, int] | None:
+        """At the end of the last step before `first` (the request's start), and at the end of
+        the request's last step (torch.cuda.graph() empties the cache as a capture begins, so
+        reserved bytes read around one recording move both ways)."""
+        before = bisect.bisect_left(self.ends, first)
+        after = self.last.get(request_id)
+        if before == 0 or after is None:
+            return None
+        return self.values[before - 1], after
 
 
 # --- skips logged at run time -----------------------------------------------------------------
