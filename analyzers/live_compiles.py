@@ -27,6 +27,7 @@ from diag.guards import (
     guard_subject,
     mark_dynamic_hint,
 )
+from diag.rankset import ranks_text
 from diag.trace.run import Compile, Frame, Guard, Request, RunData, Trace
 
 from .common import format_seconds as _secs
@@ -517,6 +518,9 @@ def _shape_label(
     ordered = sorted(pids, key=lambda pid: (ranks.get(pid) is None, ranks.get(pid) or 0, pid))
     tags = [run.process_tag(pid) or f"pid {pid}" for pid in ordered]
     where = f"; on {_join(tags)}" if len(pids) > 1 else ""
+    known = [r for r in (ranks.get(pid) for pid in ordered) if r is not None]
+    if len(known) == len(pids) > 2:  # 64 ranks read `on ranks 0-63`, not 64 names
+        where = f"; on {ranks_text(known)}"
     return f"{_fmt(shape)} ({', '.join(rids)}{where})"
 
 

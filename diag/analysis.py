@@ -52,8 +52,9 @@ def analyze(trace: Trace, only: list[str] | None = None) -> list[Finding]:
     preload_profiles(trace, only)
     findings: list[Finding] = _registry().run_analyzers(trace, only)
     from diag.grouping import group_findings
+    from diag.rank_merge import merge_rank_findings, world_sizes
 
-    return group_findings(findings)
+    return group_findings(merge_rank_findings(findings, world_sizes(trace)))
 
 
 def analyze_trace(

@@ -32,6 +32,7 @@ from diag.errors import DiagError
 from diag.findings import Finding
 from diag.frames import label as frame_label
 from diag.paths import shown_location
+from diag.rank_merge import merge_rank_findings, merge_rank_violations, world_sizes
 from diag.trace.format import BOOTSTRAP_ERRORS, STATUS_COMPLETE
 from diag.trace.run import Compile, Frame, RunData, Trace
 
@@ -190,8 +191,15 @@ def live_compile_rule(trace: Trace, policy: Policy, allow: Allowlist) -> RuleRes
     )
     if count > limit:
         result.status = FAIL
-        for (label, _, _), items in groups.items():
-            result.violations.append(_live_violation(trace, runs[label], items, cwd))
+        by_run: dict[str, list[tuple[Violation, int | None]]] = {}
+        for (label, pid, _), items in groups.items():
+            rank = next((p.rank for p in runs[label].processes if p.pid == pid), None)
+            violation = _live_violation(trace, runs[label], items, cwd)
+            by_run.setdefault(label, []).append((violation, rank))
+        worlds = world_sizes(trace)
+        for label, ranked in by_run.items():
+            # 63 ranks that recompiled alike: one violation naming them (diag.rank_merge).
+            result.violations.extend(merge_rank_violations(ranked, worlds.get(label)))
     return result
 
 
@@ -209,7 +217,8 @@ def _live_violation(trace: Trace, run: RunData, items: list[Compile], cwd: str |
     if len(items) > _SHOWN_COMPILES:
         evidence.append(f"... and {len(items) - _SHOWN_COMPILES} more compile(s)")
     if len(run.processes) > 1:
-        evidence.append(f"process pid {first.pid}")
+        tag = run.process_tag(first.pid)
+        evidence.append(f"process {tag} (pid {first.pid})" if tag else f"process pid {first.pid}")
     evidence.append(f"details: diag analyze {trace.path} --only live-compile")
     return Violation(
         message,
@@ -374,7 +383,7 @@ def _findings(name: str, trace: Trace) -> list[Finding]:
             f"{trace.path}: the {name} analyzer could not read this trace "
             f"({type(exc).__name__}: {exc})"
         ) from None
-    return findings
+    return merge_rank_findings(findings, world_sizes(trace))
 
 
 def _finding_violation(finding: Finding, cwd: str | None) -> Violation:
