@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from diag.errors import DiagError
 from diag.findings import Finding, sort_findings
 from diag.grouping import group_findings
+from diag.rank_merge import merge_rank_findings, world_sizes
 from diag.trace.run import Trace, load_trace
 
 if TYPE_CHECKING:
@@ -80,7 +81,8 @@ def load_events(
     if not trace.runs:
         raise DiagError(f"{path}: the trace holds no runs (was the recording interrupted?)")
     names = [n for n in _registry().REGISTRY if n not in KERNEL_ANALYZERS]
-    return TraceData(trace, sort_findings(group_findings(run_analyzers(trace, names, progress))))
+    findings = merge_rank_findings(run_analyzers(trace, names, progress), world_sizes(trace))
+    return TraceData(trace, sort_findings(group_findings(findings)))
 
 
 def load_kernels(data: TraceData, progress: Progress = _no_progress) -> KernelData:
@@ -111,8 +113,7 @@ def load_kernels(data: TraceData, progress: Progress = _no_progress) -> KernelDa
     reference = trace.reference
     result.reference = reference.label if reference is not None else None
     names = [n for n in _registry().REGISTRY if n in KERNEL_ANALYZERS]
-    data.findings = sort_findings(
-        group_findings(data.findings + run_analyzers(trace, names, progress))
-    )
+    added = merge_rank_findings(run_analyzers(trace, names, progress), world_sizes(trace))
+    data.findings = sort_findings(group_findings(data.findings + added))
     data.kernels = result
     return result

@@ -1,0 +1,39 @@
+"""The TUI's findings at 64 ranks where 63 recompile alike (tests/ranks64.py, replicated from the
+real H200 recording): one row per problem naming the ranks (diag.rank_merge), not 63 rows per
+analyzer, and the merged live compile opens the compile group of those ranks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.pilot import Pilot
+from textual.widgets import TabbedContent
+
+from diag.tui.app import DiagApp
+from tests.ranks64 import make_ranks
+
+from .support import choose_finding, drive, screen_text
+
+OTHERS = "0-31, 33-63"
+
+
+def test_63_ranks_alike_are_one_finding_row_that_opens_their_compiles(tmp_path: Path) -> None:
+    folder = make_ranks(tmp_path / "t", odd={r for r in range(64) if r != 32})
+
+    async def script(app: DiagApp, pilot: Pilot[None]) -> None:
+        rows = app.view("overview").shown
+        problems = sorted(r.payload.analyzer for r in rows if r.payload.severity != "info")
+        assert problems == ["guard-churn", "live-compile", "rank-divergence", "step0-spike"]
+        finding = await choose_finding(app, pilot, "live-compile", request_id="r1")
+        assert finding.title.endswith(f"(on 63 of 64 ranks: {OTHERS})")
+        text = screen_text(app)
+        assert f"on 63 of 64 ranks: {OTHERS}; the evidence below is rank 0's" in text
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.query_one(TabbedContent).active == "compiles"
+        current = app.view("compiles").current
+        assert current is not None and current.key.startswith("group|")
+        assert current.fields["id"] == finding.data["compile_ids"][0]
+        assert f"the same compile on ranks {OTHERS}" in screen_text(app)
+
+    drive(folder, script, size=(120, 40))
