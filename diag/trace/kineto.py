@@ -31,7 +31,7 @@ import threading
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO, Union
+from typing import Any, BinaryIO, Union, cast
 
 import msgspec
 
@@ -149,6 +149,8 @@ class _Skipped(msgspec.Struct, tag_field="ph", gc=False):
     """Any other event (metadata, flows, instants, counters): counted, its fields never read,
     so nothing is allocated for them and no odd value in them refuses the trace."""
 
+    cat = ""  # a class attribute, not a field: _Builder.feed reads every event's category
+
 
 # Every phase of the Chrome trace format but X; an event of another phase, or without one,
 # makes its chunk decode one event at a time (_decode_events), where it is skipped too.
@@ -261,7 +263,9 @@ def _direction(name: str) -> str:
 
 # --- streaming the document ------------------------------------------------------------------
 
-_CHUNK = 16 << 20
+# 1 MiB pieces: a piece's decoded structs are still in cache when the fold reads them (16 MiB
+# pieces spilled them: ~8% more CPU for decode + fold, bench/ingest.py at 259 MB).
+_CHUNK = 1 << 20
 _UTF8_BOM = b"\xef\xbb\xbf"
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
@@ -591,20 +595,23 @@ class _Builder:
     def feed(self, events: list[_Event]) -> None:
         """Fold one decoded chunk into the columns.
 
-        CPU ops are most of a trace: they take a short path of their own (their span is
-        taken from the columns in finish(), not per op); every other event the general one.
+        One loop with every path inline (a method call per event costs more than its body):
+        CPU ops, most of a trace, first and shortest (their span is taken from the columns in
+        finish(), not per op); runtime calls and GPU activities next, ids made ints only when
+        the file does not have them as ints already. Skipped events read as category "".
         """
         self.event_count += len(events)
         categories = _CATEGORIES
         unread = self.unread
-        intern = self.names.setdefault
+        names = self.names
         start, end = self.start, self.end
-        add_name, add_ts = self.cpu_name.append, self.cpu_ts.append
-        add_dur, add_ext = self.cpu_dur.append, self.cpu_ext_ids.append
-        add_tid: Callable[[_Id], None] = self.cpu_tid.append  # type: ignore[assignment]
-        for ev in events:
-            if type(ev) is not _RawEvent:  # skipped: not a complete event
-                continue
+        cpu_name, cpu_ts, cpu_dur = self.cpu_name, self.cpu_ts, self.cpu_dur
+        cpu_ext = self.cpu_ext_ids
+        cpu_tid: list[Any] = self.cpu_tid  # a thread as the file has it: ints in finish()
+        rt_name, rt_ts, rt_tid, rt_ext = self.rt_name, self.rt_ts, self.rt_tid, self.rt_ext
+        rt_kind, rt_by_corr = self.rt_kind, self.rt_by_corr
+        # Skipped events are read as category "" only (the class attribute), never further.
+        for ev in cast(list[_RawEvent], events):
             cat = ev.cat
             if cat == "cpu_op":
                 ts = ev.ts
@@ -612,21 +619,27 @@ class _Builder:
                     continue
                 args = ev.args
                 if args is None:
-                    add_ext(None)
+                    cpu_ext.append(None)
                 else:
                     ext = args.external_id
-                    add_ext(ext if ext is not None else args.external_id_2021)
+                    cpu_ext.append(ext if ext is not None else args.external_id_2021)
                 name = ev.name
-                add_name(intern(name, name))
-                add_ts(ts)
-                add_dur(ev.dur or 0.0)
-                add_tid(ev.tid)  # as ints in finish(), all at once
+                try:
+                    name = names[name]
+                except KeyError:
+                    names[name] = name
+                cpu_name.append(name)
+                cpu_ts.append(ts)
+                cpu_dur.append(ev.dur or 0.0)
+                cpu_tid.append(ev.tid)
                 continue
             kind = categories.get(cat)
-            ts = ev.ts
-            if kind is None or ts is None:
-                if kind is None and cat not in _KNOWN_UNUSED:
+            if kind is None:
+                if cat not in _KNOWN_UNUSED:
                     unread[cat] = unread.get(cat, 0) + 1
+                continue
+            ts = ev.ts
+            if ts is None:
                 continue
             dur = ev.dur or 0.0
             if ts < start:
@@ -637,15 +650,44 @@ class _Builder:
             if type(tid) is not int:
                 tid = _as_int(tid)
             args = ev.args
-            name = intern(ev.name, ev.name)
-            if kind == _CPU:
-                add_ext(_external_id(args))
-                add_name(name)
-                add_ts(ts)
-                add_dur(dur)
-                add_tid(tid)
-            elif kind == _RUNTIME:
-                self._runtime(name, ts, dur, tid, args)
+            name = ev.name
+            try:
+                name = names[name]
+            except KeyError:
+                names[name] = name
+            if kind == _RUNTIME:
+                known = rt_kind.get(name)
+                if known is None:
+                    known = self._runtime_kind(name)
+                sync, launches = known
+                if args is None:
+                    corr = 0
+                else:
+                    corr = args.correlation  # type: ignore[assignment]
+                    if type(corr) is not int:
+                        corr = _as_int(corr)
+                if sync is not None:
+                    self.syncs.append((Sync(name, ts, dur, tid, sync), corr))
+                if not corr or args is None:  # (no args: no correlation)
+                    continue
+                index = len(rt_name)
+                if launches or corr not in rt_by_corr:
+                    rt_by_corr[corr] = index
+                rt_name.append(name)
+                rt_ts.append(ts)
+                rt_tid.append(tid)
+                ext = args.external_id
+                if ext is None:
+                    ext = args.external_id_2021
+                rt_ext.append(ext if type(ext) is int else _as_int(ext))
+                if args.size is not None:
+                    self.rt_bytes[index] = _as_int(args.size)
+            elif kind == _CPU:
+                cpu_ext.append(_external_id(args))
+                cpu_name.append(name)
+                cpu_ts.append(ts)
+                cpu_dur.append(dur)
+                cpu_tid.append(tid)
             elif kind == _ANNOTATION:
                 self.annotations.append(Annotation(name, ts, dur, tid))
             elif kind == _SYNC:
@@ -665,32 +707,12 @@ class _Builder:
             end = max(end, max(map(operator.add, self.cpu_ts, self.cpu_dur)))
         return start, end
 
-    def _runtime(self, name: str, ts: float, dur: float, tid: int, args: _RawArgs | None) -> None:
-        known = self.rt_kind.get(name)
-        if known is None:  # once per call name: which wait it is, whether it launches
-            known = self.rt_kind[name] = (_sync_kind(name), "aunch" in name or "emcpy" in name)
-            self.rt_sync[name] = known[0]
-            self.hip = self.hip or name.startswith("hip")
-        sync, launches = known
-        if args is None:
-            corr = 0
-        else:
-            corr = args.correlation  # type: ignore[assignment]
-            if type(corr) is not int:
-                corr = _as_int(corr)
-        if sync is not None:
-            self.syncs.append((Sync(name, ts, dur, tid, sync), corr))
-        if not corr:
-            return
-        index = len(self.rt_name)
-        if launches or corr not in self.rt_by_corr:
-            self.rt_by_corr[corr] = index
-        self.rt_name.append(name)
-        self.rt_ts.append(ts)
-        self.rt_tid.append(tid)
-        self.rt_ext.append(_external_id(args))
-        if args is not None and args.size is not None:
-            self.rt_bytes[index] = _as_int(args.size)
+    def _runtime_kind(self, name: str) -> tuple[str | None, bool]:
+        """Once per call name: which wait it is, whether it launches."""
+        known = self.rt_kind[name] = (_sync_kind(name), "aunch" in name or "emcpy" in name)
+        self.rt_sync[name] = known[0]
+        self.hip = self.hip or name.startswith("hip")
+        return known
 
     def _activity(
         self,
@@ -708,17 +730,25 @@ class _Builder:
         self.act_dur.append(dur)
         if args is None:
             args = _NO_ARGS
-        self.act_device.append(_as_int(args.device) if args.device is not None else _as_int(ev.pid))
-        self.act_stream.append(_as_int(args.stream) if args.stream is not None else tid)
-        self.act_corr.append(_as_int(args.correlation))
-        self.act_bytes.append(_as_int(args.bytes))
+        device, stream, corr, size = args.device, args.stream, args.correlation, args.bytes
+        if device is None:
+            device = ev.pid
+        self.act_device.append(device if type(device) is int else _as_int(device))
+        if stream is None:
+            stream = tid
+        self.act_stream.append(stream if type(stream) is int else _as_int(stream))
+        self.act_corr.append(corr if type(corr) is int else _as_int(corr))
+        self.act_bytes.append(size if type(size) is int else _as_int(size))
         direction = ""
         if kind == _MEMCPY:
             direction = _direction(name)
             if not direction and isinstance(args.kind, str) and args.kind in _DIRECTIONS:
                 direction = args.kind
         self.act_direction.append(direction)
-        self.act_ext.append(_external_id(args))
+        ext = args.external_id
+        if ext is None:
+            ext = args.external_id_2021
+        self.act_ext.append(ext if type(ext) is int else _as_int(ext))
 
     # --- joins ---------------------------------------------------------------------------------
 
