@@ -9,6 +9,10 @@ no pickle, nothing in the file is executed.
 
     <trace dir>/.diag-cache/<source path relative to the trace dir, '/' as '__'>.msgpack
     = MAGIC, u32 stamp length, msgpack stamp (source header, body size and crc32), msgpack body
+
+The body is the trace with its GPU activities as columns, their strings as indices into one
+table: a kernel name is written once, not once per launch, and the cached open builds the
+activities with a C-level map instead of decoding a string per field (~2x faster for them).
 """
 
 from __future__ import annotations
@@ -16,22 +20,26 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib
+import itertools
+import operator
 import os
 import struct
 import tempfile
+import types
 import zlib
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
 from diag.trace.format import CACHE_DIR
-from diag.trace.kineto import PARSER_VERSION, KinetoTrace, Progress, read_kineto
+from diag.trace.kineto import PARSER_VERSION, Activity, KinetoTrace, Progress, read_kineto
 
 __all__ = ["CACHE_DIR", "CACHE_FORMAT", "cache_path", "load_kineto"]
 
 # Bump when the file layout or the KinetoTrace structs change shape.
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 MAGIC = b"DIAGKTC\x00"
 _LENGTH = struct.Struct("<I")
 _HEAD_BYTES = 64 << 10
@@ -63,10 +71,64 @@ def _crc32_function() -> Callable[[bytes], int]:
     return crc32
 
 
+_ACTIVITY_FIELDS = Activity.__struct_fields__
+_ACTIVITY_TYPES = msgspec.structs.fields(Activity)
+_STRING_FIELDS = frozenset(field.name for field in _ACTIVITY_TYPES if field.type is str)
+# One typed list per Activity field, in field order (a str field's holds string indices).
+_Columns: Any = msgspec.defstruct(
+    "_Columns",
+    [
+        (f.name, types.GenericAlias(list, int if f.name in _STRING_FIELDS else f.type))
+        for f in _ACTIVITY_TYPES
+    ],  # fmt: skip
+    array_like=True,
+    frozen=True,
+)
+
+
+class _Body(msgspec.Struct, frozen=True, array_like=True):
+    """The cached trace: `trace` without its activities, which are `columns`."""
+
+    trace: KinetoTrace
+    strings: list[str]
+    columns: _Columns
+
+
+def _activity_columns(activities: list[Activity]) -> tuple[list[str], list[list[Any]]]:
+    columns = [list(map(operator.attrgetter(name), activities)) for name in _ACTIVITY_FIELDS]
+    strings = list(
+        dict.fromkeys(
+            itertools.chain.from_iterable(
+                column
+                for name, column in zip(_ACTIVITY_FIELDS, columns, strict=True)
+                if name in _STRING_FIELDS
+            )
+        )
+    )
+    index = {text: i for i, text in enumerate(strings)}.__getitem__
+    for i, name in enumerate(_ACTIVITY_FIELDS):
+        if name in _STRING_FIELDS:
+            columns[i] = list(map(index, columns[i]))
+    return strings, columns
+
+
+def _activities(strings: list[str], table: Any) -> list[Activity]:
+    """The activities back from their columns; ValueError or IndexError when not ours."""
+    columns = msgspec.structs.astuple(table)
+    if len(set(map(len, columns))) > 1:
+        raise ValueError("activity columns of different lengths")
+    text = strings.__getitem__
+    fields = [
+        map(text, column) if name in _STRING_FIELDS else column
+        for name, column in zip(_ACTIVITY_FIELDS, columns, strict=True)
+    ]
+    return list(map(Activity, *fields))
+
+
 _CRC32 = _crc32_function()
 _ENCODE = msgspec.msgpack.Encoder()
 _DECODE_STAMP = msgspec.msgpack.Decoder(_Stamp)
-_DECODE_TRACE = msgspec.msgpack.Decoder(KinetoTrace)
+_DECODE_BODY = msgspec.msgpack.Decoder(_Body)
 
 
 def load_kineto(
@@ -148,8 +210,11 @@ def _read(target: Path, expected: _Header) -> KinetoTrace | None:
             body = handle.read(stamp.body_size + 1)
         if len(body) != stamp.body_size or _CRC32(body) != stamp.body_crc32:
             return None
-        return _DECODE_TRACE.decode(body)
-    except (OSError, msgspec.MsgspecError, ValueError, TypeError):
+        cached = _DECODE_BODY.decode(body)
+        trace = cached.trace
+        trace.activities = _activities(cached.strings, cached.columns)
+        return trace
+    except (OSError, msgspec.MsgspecError, ValueError, TypeError, IndexError):
         return None
 
 
@@ -158,7 +223,9 @@ def _write(target: Path, header: _Header, trace: KinetoTrace) -> None:
     temporary: str | None = None
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
-        body = _ENCODE.encode(trace)
+        strings, columns = _activity_columns(trace.activities)
+        rest = msgspec.structs.replace(trace, activities=[])
+        body = _ENCODE.encode(_Body(rest, strings, _Columns(*columns)))
         head = _ENCODE.encode(_Stamp(header, len(body), _CRC32(body)))
         descriptor, temporary = tempfile.mkstemp(prefix=".tmp-", dir=target.parent)
         os.fchmod(descriptor, 0o644)  # mkstemp's 0600 would hide the cache from other readers

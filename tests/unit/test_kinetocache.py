@@ -158,3 +158,36 @@ def test_cache_hit_reports_progress(trace_dir: Path) -> None:
     load_kineto(_window(trace_dir), cache, progress=lambda d, t: calls.append((d, t)))
     size = _window(trace_dir).stat().st_size
     assert calls == [(size, size)]
+
+
+@pytest.mark.parametrize(
+    "columns",
+    [
+        lambda strings, columns: (
+            strings,
+            [c[:-1] if i == 3 else c for i, c in enumerate(columns)],
+        ),
+        lambda strings, columns: (strings[:1], columns),  # string indices past the table
+    ],
+    ids=["short-column", "index-past-table"],
+)
+def test_cache_with_inconsistent_activity_columns_is_rebuilt(
+    trace_dir: Path, parses: list[Path], monkeypatch: pytest.MonkeyPatch, columns: object
+) -> None:
+    """A body that decodes and passes its CRC but whose activity columns do not line up (not
+    something diag writes: made by wrapping the writer) is not trusted: it is rebuilt."""
+    cache = trace_dir / CACHE_DIR
+    expected = read_kineto(_window(trace_dir))
+    assert len(expected.activities) > 1
+    honest = kinetocache._activity_columns
+    monkeypatch.setattr(
+        kinetocache,
+        "_activity_columns",
+        lambda acts: columns(*honest(acts)),  # type: ignore[operator]
+    )
+    load_kineto(_window(trace_dir), cache)
+    monkeypatch.setattr(kinetocache, "_activity_columns", honest)
+    assert load_kineto(_window(trace_dir), cache) == expected
+    assert len(parses) == 2
+    assert load_kineto(_window(trace_dir), cache) == expected  # rewritten, now from the cache
+    assert len(parses) == 2
