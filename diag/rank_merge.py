@@ -158,7 +158,9 @@ def _combine(texts: list[str], ranks: list[int]) -> tuple[str, list[tuple[str, s
         parts.append(head[last : match.start()])
         last = match.end()
         values = [s[position].group(0) for s in slots]
-        if len(set(values)) == 1 or _IDENTITY.search(head[: match.start()]):
+        if len(set(values)) == 1 or _IDENTITY.search(
+            head[max(0, match.start() - 6) : match.start()]
+        ):
             parts.append(match.group(0))
             continue
         ordered = sorted(zip(values, ranks, strict=True), key=lambda vr: _magnitude(vr[0]))
@@ -180,9 +182,7 @@ def _magnitude(figure: str) -> float:
     number = _VALUE.match(figure)
     value = float(number.group(0)) if number else 0.0
     unit = figure[number.end() :].strip() if number else ""
-    if unit == "s":
-        return value
-    return value * _SCALE.get(unit, 1.0)
+    return value * _SCALE.get(unit, 1.0)  # seconds, bytes, counts, ratios and shares as they are
 
 
 def _context(text: str, end: int) -> str:
