@@ -869,39 +869,48 @@ class _Builder:
         return result
 
     def _activities(self, launches: dict[int, tuple[str, float, str, str, str]]) -> list[Activity]:
-        by_corr, rt_bytes = self.rt_by_corr, self.rt_bytes
-        cpu_ext, cpu_name = self.cpu_ext, self.cpu_name
-        unmatched = ("", -1.0, "", "", "")
-        out: list[Activity] = []
-        for i, corr in enumerate(self.act_corr):
-            index = by_corr.get(corr, -1) if corr else -1
-            launcher, launch_ts, op, region, mark = launches[index] if index >= 0 else unmatched
-            if index < 0 and self.act_ext[i]:
-                op_index = cpu_ext.get(self.act_ext[i], -1)
-                op = cpu_name[op_index] if op_index >= 0 else ""
-            size = self.act_bytes[i]
-            kind = self.act_kind[i]
-            if not size and kind != _KERNEL and index >= 0:
-                size = rt_bytes.get(index, 0)
-            out.append(
-                Activity(
-                    _ACTIVITY_KIND[kind],
-                    self.act_name[i],
-                    self.act_ts[i],
-                    self.act_dur[i],
-                    self.act_device[i],
-                    self.act_stream[i],
-                    corr,
-                    size,
-                    self.act_direction[i],
-                    launcher,
-                    launch_ts,
-                    op,
-                    region,
-                    mark,
-                )
+        """The activities with their launch, in C-level maps over the columns: a Python step
+        only for those without a launch but with an External id, and for ROCm copy sizes."""
+        corrs = self.act_corr
+        # The launching call's row (0 is never a key of rt_by_corr: no correlation, no launch).
+        index = list(map(self.rt_by_corr.get, corrs, itertools.repeat(-1)))
+        rows = list(map(launches.get, index, itertools.repeat(("", -1.0, "", "", ""))))
+        launcher, launch_ts, op, region, mark = (
+            list(map(operator.itemgetter(k), rows)) for k in range(5)
+        )
+        cpu_ext, cpu_name, act_ext = self.cpu_ext, self.cpu_name, self.act_ext
+        for i in itertools.compress(
+            range(len(index)), map(operator.lt, index, itertools.repeat(0))
+        ):
+            if act_ext[i]:
+                op_index = cpu_ext.get(act_ext[i], -1)
+                op[i] = cpu_name[op_index] if op_index >= 0 else ""
+        sizes = self.act_bytes
+        if self.rt_bytes:  # ROCm: a copy's size is on its runtime call
+            rt_bytes, kinds = self.rt_bytes, self.act_kind
+            sizes = [
+                size or (rt_bytes.get(at, 0) if kind != _KERNEL and at >= 0 else size)
+                for size, kind, at in zip(sizes, kinds, index, strict=True)
+            ]
+        return list(
+            map(
+                Activity,
+                map(_ACTIVITY_KIND.__getitem__, self.act_kind),
+                self.act_name,
+                self.act_ts,
+                self.act_dur,
+                self.act_device,
+                self.act_stream,
+                corrs,
+                sizes,
+                self.act_direction,
+                launcher,
+                launch_ts,
+                op,
+                region,
+                mark,
             )
-        return out
+        )
 
     def _syncs(self) -> list[Sync]:
         """Runtime sync calls, plus cuda_sync activities that no runtime call already covers."""
