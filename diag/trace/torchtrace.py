@@ -17,11 +17,13 @@ Format (torch/_logging/_internal.py, `TorchLogsFormatter` with trace=True): one 
 number is the pid on current torch, a thread id on old ones); the payload, if any, follows on
 lines that start with a tab, and `has_payload` is the md5 of those lines joined by newlines.
 Files are read in binary blocks of _BLOCK bytes (memory stays flat whatever the log's size): one
-regex search finds where a run of payload lines ends, the run's tabs are stripped and its md5
-taken in a few C calls, and only record lines are split and parsed one by one (msgspec, with json
-deciding what msgspec refuses). Payloads are kept only for the few artifacts used here. Lines
-that are not records and payloads whose md5 does not match are skipped and counted
-(`Trace.manifest["torch_trace"]`), never fatal.
+regex search finds where a run of payload lines ends, and only record lines are split and parsed
+one by one (msgspec, with json deciding what msgspec refuses). Only the payloads of the few
+artifacts used here (_KEPT_ARTIFACTS: recompile reasons, graph-break reasons, the torch version)
+are read: their tabs stripped and md5 checked in a few C calls. Every other payload (graphs,
+Inductor's code, chromium events: nearly all of a log's bytes) is stepped over unread and
+unhashed, as nothing here depends on it. Lines that are not records and read payloads whose md5
+does not match are skipped and counted (`Trace.manifest["torch_trace"]`), never fatal.
 """
 
 from __future__ import annotations
@@ -53,13 +55,13 @@ _GZIP_MAGIC = b"\x1f\x8b"
 _UTF8_BOM = b"\xef\xbb\xbf"
 # glog prefix; `[rankN]:` only precedes it in TORCH_LOGS output, accepted for logs copied from it.
 _RECORD = re.compile(
-    rb"(?:\[rank(?P<rank>\d+)\]:)?[VIWEC](?P<mo>\d\d)(?P<d>\d\d) "
-    rb"(?P<h>\d\d):(?P<mi>\d\d):(?P<s>\d\d)\.(?P<us>\d{6}) +(?P<pid>\d+) [^\]\n]*\][^{\n]*"
+    rb"(?:\[rank(?P<rank>\d+)\]:)?[VIWEC](?P<minute>(?P<mo>\d\d)(?P<d>\d\d) "
+    rb"(?P<h>\d\d):(?P<mi>\d\d)):(?P<s>\d\d)\.(?P<us>\d{6}) +(?P<pid>\d+) [^\]\n]*\][^{\n]*"
 )
 # tlparse's rule: `dedicated_log_torch_trace_rank_<N>[_<anything>].log`.
 _RANK_IN_NAME = re.compile(r"rank_(\d+)(?:_|\.log)")
 _BASE_YEAR = 2000  # a leap year, so a log written on 29 February still parses
-# Payloads kept in memory; every other payload is only hashed.
+# The payloads read (and checked against their md5); every other payload is stepped over.
 _KEPT_ARTIFACTS = frozenset({"recompile_reasons", "dynamo_graph_break_reason", "torch_version"})
 # A file is "not a TORCH_TRACE log" when this many lines in a row open with no valid record.
 _SNIFF_LINES = 200
@@ -103,7 +105,8 @@ class TorchTraceStats:
             lines.append(f"{self.skipped_lines} line(s) that are not trace records were skipped")
         if self.corrupt_payloads:
             lines.append(
-                f"{self.corrupt_payloads} payload(s) did not match their md5 (truncated or "
+                f"{self.corrupt_payloads} payload(s) that diag reads (recompile reasons, "
+                "graph-break reasons, torch version) did not match their md5 (truncated or "
                 "corrupt) and were skipped"
             )
         if self.replaced_bytes:
@@ -243,18 +246,17 @@ def _offset(progress: Progress | None, done: int, total: int) -> Progress | None
 
 @dataclass
 class _Record:
-    """One record: its metadata, and its payload's md5 (and text, when kept) as its lines stream.
+    """A record whose payload is read (_KEPT_ARTIFACTS): its metadata, and its payload's md5 and
+    text as its lines stream.
 
     Payload lines arrive a run at a time (all the tab lines of one read block): the tabs that open
-    the lines are stripped from the run in one C call, so a 100 MB log costs a few calls per
-    record, not one per line.
+    the lines are stripped from the run in one C call, so a payload costs a few calls per block,
+    not one per line.
     """
 
     meta: dict[str, Any]
     t: int
-    pid: int
     expect_md5: str | None
-    keep: bool
     md5: Any = None  # made with the first payload line: no payload is not the empty payload
     kept: list[bytes] = field(default_factory=list)
     tail: bytes = b""  # the newline held back until another line follows it
@@ -283,8 +285,7 @@ class _Record:
             self.md5 = hashlib.md5(usedforsecurity=False)
         self.md5.update(self.tail)
         self.md5.update(body)
-        if self.keep:
-            self.kept.append(self.tail + body.tobytes())
+        self.kept.append(self.tail + body.tobytes())
         self.tail = tail
 
     def payload(self) -> tuple[str | None, bool]:
@@ -296,9 +297,11 @@ class _Record:
         digest = (self.md5 or hashlib.md5(usedforsecurity=False)).hexdigest()
         if self.expect_md5 is not None and digest != self.expect_md5:
             return None, True
-        if not self.keep:
-            return None, False
         return b"".join(self.kept).decode("utf-8", errors="replace"), False
+
+
+# The open record when its payload, if any, is not read: its lines are stepped over unhashed.
+_UNREAD = _Record({}, 0, None)
 
 
 class _NotALog(Exception):
@@ -309,9 +312,10 @@ class _Scan:
     """The line rules of one log, fed whole lines a block at a time.
 
     A line that opens with a tab is payload: the run of such lines up to the next line that does
-    not is found with one regex search and handed to the open record (or counted as skipped
-    lines when no record is open). Every other line closes the open record; a blank one is
-    ignored, anything else is parsed as a record or counted as skipped.
+    not is found with one regex search and handed to the open record if it reads its payload,
+    stepped over if it does not, or counted as skipped lines when no record is open. Every other
+    line closes the open record; a blank one is ignored, anything else is parsed as a record or
+    counted as skipped. A record whose payload is not read is handled as soon as it is parsed.
     """
 
     def __init__(self, builder: _ProcessBuilder, stats: TorchTraceStats) -> None:
@@ -327,19 +331,20 @@ class _Scan:
         """buf[pos:end]: whole lines (the last may lack its newline at the end of the file)."""
         if pos >= end:
             return
-        search, find = _PAYLOAD_END.search, buf.find
+        search, find, record_line = _PAYLOAD_END.search, buf.find, self._record_line
         while pos < end:
             if buf[pos] == 9:  # "\t": a run of payload lines
                 match = search(buf, pos, end)
                 stop = match.start() + 1 if match else end
-                if self.current is None:
+                current = self.current
+                if current is None:
                     self._miss(buf.count(b"\n", pos, stop) + (buf[stop - 1] != 10))
-                else:
-                    self.current.feed(buf[pos:stop])
+                elif current is not _UNREAD:
+                    current.feed(buf[pos:stop])
             else:
                 newline = find(b"\n", pos, end)
                 stop = end if newline < 0 else newline + 1
-                self._record_line(buf[pos:stop])
+                record_line(buf, pos, stop)
             pos = stop
         self.clean = buf[end - 1] == 10
 
@@ -350,7 +355,7 @@ class _Scan:
         if start[0] == 9:
             if self.current is None:
                 self._miss(1)
-            else:
+            elif self.current is not _UNREAD:
                 self.current.overlong = True
             return
         self._close()
@@ -360,22 +365,57 @@ class _Scan:
     def close(self) -> None:
         self._close()
 
-    def _record_line(self, line: bytes) -> None:
-        self._close()
-        if line.isspace():
-            return  # tlparse: stray blank lines are never records
-        record = _parse_record(line, self.clock, self.stats)
-        if record is None:
+    def _record_line(self, buf: bytes, pos: int, stop: int) -> None:
+        """buf[pos:stop], a line that does not open with a tab."""
+        if self.current is not None:
+            self._close()
+        match = _RECORD.match(buf, pos, stop)
+        if match is None:
+            if not buf[pos:stop].isspace():  # tlparse: stray blank lines are never records
+                self._miss(1)
+            return
+        meta = _decode_meta(buf[match.end() : stop], self.stats)
+        if not isinstance(meta, dict):
             self._miss(1)
             return
-        self.current = record
         self.found = True
         self.stats.records += 1
+        clock = self.clock
+        if match.group("minute") != clock.minute:
+            clock.turn(match)
+        builder = self.builder
+        if builder.pid is None:
+            builder.pid = int(match.group("pid"))
+        if match.group("rank") is not None and "rank" not in meta:
+            meta["rank"] = int(match.group("rank"))
+        if builder.rank is None:
+            rank = meta.get("rank")
+            if isinstance(rank, int) and not isinstance(rank, bool):
+                builder.rank = rank
+        if (
+            "str" in meta
+            or "dynamo_start" in meta
+            or "exported_program" in meta
+            or "compilation_metrics" in meta
+        ):
+            builder.handle(meta, clock.ns(match), self.stats)
+        elif "artifact" in meta:
+            artifact = meta["artifact"]
+            name = artifact.get("name") if isinstance(artifact, dict) else None
+            if isinstance(name, str) and name in _KEPT_ARTIFACTS:
+                expect = meta.get("has_payload")
+                self.current = _Record(
+                    meta, clock.ns(match), expect if isinstance(expect, str) else None
+                )
+                return
+        self.current = _UNREAD
 
     def _close(self) -> None:
-        if self.current is not None:
-            self.builder.handle(self.current, self.stats)
+        current = self.current
+        if current is not None:
             self.current = None
+            if current is not _UNREAD:
+                self.builder.artifact(current, self.stats)
 
     def _miss(self, lines: int) -> None:
         self.stats.skipped_lines += lines
@@ -511,27 +551,6 @@ def _first_block(reader: IO[bytes], scan: _Scan) -> bytes:
     return head
 
 
-def _parse_record(line: bytes, clock: _Clock, stats: TorchTraceStats) -> _Record | None:
-    match = _RECORD.match(line)
-    if match is None:
-        return None
-    meta = _decode_meta(line[match.end() :], stats)
-    if not isinstance(meta, dict):
-        return None
-    if match.group("rank") is not None and "rank" not in meta:
-        meta["rank"] = int(match.group("rank"))
-    artifact = meta.get("artifact")
-    name = artifact.get("name") if isinstance(artifact, dict) else None
-    expect = meta.get("has_payload")
-    return _Record(
-        meta=meta,
-        t=clock.ns(match),
-        pid=int(match.group("pid")),
-        expect_md5=expect if isinstance(expect, str) else None,
-        keep=name in _KEPT_ARTIFACTS,
-    )
-
-
 def _decode_meta(body: bytes, stats: TorchTraceStats) -> object:
     """The record's JSON, as json.loads reads it. msgspec decodes valid records 3-5x faster and
     gives the same value for every document it accepts; what it refuses (NaN, Infinity, 1e400,
@@ -556,27 +575,32 @@ def _decode_meta(body: bytes, stats: TorchTraceStats) -> object:
 
 
 class _Clock:
-    """glog time (`MMDD HH:MM:SS.micros`, no year) as ns; a month going back is a new year."""
+    """glog time (`MMDD HH:MM:SS.micros`, no year) as ns; a month going back is a new year.
+
+    `turn` runs for every record whose minute differs from the one before (the year can only
+    turn there); `ns` only for the records whose time is used."""
 
     def __init__(self) -> None:
         self.year = _BASE_YEAR
         self.month = 0
-        self._minute: tuple[bytes, int] = (b"", 0)
+        self.minute = b""
+        self.seconds = 0  # unix seconds of `minute`
+
+    def turn(self, match: re.Match[bytes]) -> None:
+        month = int(match.group("mo"))
+        if month < self.month:
+            self.year += 1
+        self.month = month
+        day, hour, minute = (int(match.group(g)) for g in ("d", "h", "mi"))
+        try:
+            seconds = calendar.timegm((self.year, month, day, hour, minute, 0, 0, 0, 0))
+        except (ValueError, OverflowError):
+            seconds = 0
+        self.minute, self.seconds = match.group("minute"), seconds
 
     def ns(self, match: re.Match[bytes]) -> int:
-        key = match.group(0)[: match.end("mi")]
-        if key != self._minute[0]:
-            month = int(match.group("mo"))
-            if month < self.month:
-                self.year += 1
-            self.month = month
-            day, hour, minute = (int(match.group(g)) for g in ("d", "h", "mi"))
-            try:
-                seconds = calendar.timegm((self.year, month, day, hour, minute, 0, 0, 0, 0))
-            except (ValueError, OverflowError):
-                seconds = 0
-            self._minute = (key, seconds)
-        return (self._minute[1] + int(match.group("s"))) * 1_000_000_000 + int(
+        """The record's time; `turn` has seen its minute."""
+        return (self.seconds + int(match.group("s"))) * 1_000_000_000 + int(
             match.group("us")
         ) * 1000
 
@@ -612,30 +636,28 @@ class _ProcessBuilder:
         self.events: list[Event] = []
         self.anchor: tuple[int, int] | None = None  # (t, unix ns)
 
-    def handle(self, record: _Record, stats: TorchTraceStats) -> None:
-        meta = record.meta
-        if self.pid is None:
-            self.pid = record.pid
-        rank = meta.get("rank")
-        if self.rank is None and isinstance(rank, int) and not isinstance(rank, bool):
-            self.rank = rank
-        payload, corrupt = record.payload()
-        if corrupt:
-            stats.corrupt_payloads += 1
+    def handle(self, meta: dict[str, Any], t: int, stats: TorchTraceStats) -> None:
+        """A record of one of the kinds read here other than an artifact."""
         if "str" in meta:
             item = meta["str"]
             if isinstance(item, list) and len(item) == 2 and isinstance(item[1], int):
                 self.strings[item[1]] = str(item[0])
         elif "dynamo_start" in meta:
-            self._start(meta, record.t)
+            self._start(meta, t)
         elif "exported_program" in meta:
             stats.exports += 1
         elif "compilation_metrics" in meta:
             metrics = meta["compilation_metrics"]
             if isinstance(metrics, dict):
-                self._metrics(meta, metrics, record.t)
-        elif isinstance(meta.get("artifact"), dict) and payload is not None:
-            self._artifact(meta, str(meta["artifact"].get("name")), payload, record.t)
+                self._metrics(meta, metrics, t)
+
+    def artifact(self, record: _Record, stats: TorchTraceStats) -> None:
+        """A record of one of _KEPT_ARTIFACTS, once its payload has been read and checked."""
+        payload, corrupt = record.payload()
+        if corrupt:
+            stats.corrupt_payloads += 1
+        elif payload is not None:
+            self._artifact(record.meta, str(record.meta["artifact"].get("name")), payload, record.t)
 
     # -- one kind of record each
 

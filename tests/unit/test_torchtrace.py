@@ -184,15 +184,36 @@ def test_old_graph_breaks_come_from_restart_reasons(shared: Path) -> None:
     assert sorted(f.location or "" for f in graph) == [f"{test_misc}:9551", f"{test_misc}:9553"]
 
 
-def test_corrupted_payload_is_skipped_and_counted(shared: Path) -> None:
+def test_a_corrupt_payload_that_is_not_read_is_stepped_over(shared: Path) -> None:
+    """tlparse's corrupted log spoils a chromium_event payload: diag reads none of those (only
+    recompile reasons, graph-break reasons and the torch version), so it does not hash it either,
+    and nothing it reports depends on it."""
     trace = _load(shared, "tlparse_corrupted_payload.log")
     run = trace.compiled
     assert run is not None
     assert [c.compile_id for c in run.compiles] == ["0/0"]
     assert run.compiles[0].frame is not None and run.compiles[0].frame.name == "forward"
     stats = trace.manifest["torch_trace"]
+    assert stats["corrupt_payloads"] == 0 and stats["skipped_lines"] == 0
+    assert stats["warnings"] == []
+
+
+def test_a_corrupt_payload_that_is_read_is_counted_and_said(tmp_path: Path) -> None:
+    """Every payload diag reads is checked against its md5: a torch_version payload that fails
+    is not used (no version is made up from it), and the warning says so."""
+    payload = json.dumps({"pytorch_version": "2.13.0"})
+    version = _record({"artifact": {"name": "torch_version", "encoding": "json"}}, payload)
+    log = tmp_path / "version.log"
+    log.write_text(_compile(0, 0) + version.replace("2.13.0", "9.99.0"))
+    trace = load_torch_trace(log)
+    stats = trace.manifest["torch_trace"]
     assert stats["corrupt_payloads"] == 1
-    assert any("md5" in line for line in stats["warnings"])
+    assert "torch" not in trace.manifest["versions"]
+    assert any("did not match their md5" in line for line in stats["warnings"])
+    log.write_text(_compile(0, 0) + version)
+    trace = load_torch_trace(log)
+    assert trace.manifest["versions"]["torch"] == "2.13.0"
+    assert trace.manifest["torch_trace"]["corrupt_payloads"] == 0
 
 
 def test_old_schema_parses(shared: Path) -> None:
@@ -239,8 +260,8 @@ def test_a_directory_is_one_process_per_log(shared: Path, tmp_path: Path) -> Non
 
 
 def test_a_log_cut_mid_payload_still_loads(shared: Path, tmp_path: Path) -> None:
-    """A process killed while writing: the last payload fails its md5, the compile it belonged
-    to never finished; everything before is kept."""
+    """A process killed while writing: the compile it was in never finished; everything before
+    is kept. The payload cut is a chromium_event's, which diag does not read (nor hash)."""
     data = (shared / "torch213_python_state_recompiles.log").read_bytes()
     reasons = data.index(b'"name": "recompile_reasons"', data.index(b'"frame_compile_id": 5'))
     start = data.index(b'{"dynamo_start"', reasons)
@@ -252,7 +273,7 @@ def test_a_log_cut_mid_payload_still_loads(shared: Path, tmp_path: Path) -> None
     assert run is not None
     assert [c.compile_id for c in run.compiles] == [f"0/{i}" for i in range(5)]
     stats = trace.manifest["torch_trace"]
-    assert stats["corrupt_payloads"] == 1 and stats["unfinished_compiles"] == 1
+    assert stats["corrupt_payloads"] == 0 and stats["unfinished_compiles"] == 1
     assert not run.processes[0].ended
 
 
