@@ -100,7 +100,7 @@ def _caused(head: Finding, findings: list[Finding]) -> set[str]:
 def _echoes(head: Finding, other: Finding, compiles: set[str]) -> bool:
     """Whether `other` reports a consequence of what `head` reports (`compiles`: those it
     caused)."""
-    if head.run != other.run or _process(head) != _process(other):
+    if head.run != other.run or not _same_process(head, other):
         return False
     if compiles & _compiles(other):
         return True
@@ -122,6 +122,22 @@ def _same_place(head: Finding, other: Finding) -> bool:
     `location` is the line that reads the guarded value, its frame's is `data.frame_location`)."""
     where = head.data.get("frame_location") or head.location
     return where is None or other.location is None or where == other.location
+
+
+def _same_process(head: Finding, other: Finding) -> bool:
+    """Same process and run, or `other` on some of the ranks `head` holds on: a problem merged
+    across ranks (diag.rank_merge) heads the echo one of its ranks has alone."""
+    mine, theirs = _process(head), _process(other)
+    if mine == theirs:
+        return True
+    tag, _, run = mine.partition("@")
+    other_tag, _, other_run = theirs.partition("@")
+    if run != other_run:
+        return False
+    from diag.rank_merge import tag_ranks
+
+    ranks, other_ranks = tag_ranks(tag), tag_ranks(other_tag)
+    return ranks is not None and other_ranks is not None and other_ranks <= ranks
 
 
 def _compiles(finding: Finding) -> set[str]:

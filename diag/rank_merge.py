@@ -132,13 +132,28 @@ def _merge(members: list[Entry], indexes: list[int], world: int | None) -> Merge
 
 
 def on_ranks(ranks: Iterable[int], world: int | None) -> str:
-    """`on 63 of 64 ranks: 0-31, 33-63`, `on all 64 ranks`, `on both ranks`."""
+    """`on 63 of 64 ranks: 0-31, 33-63`, `on all 64 ranks`, `on both ranks`, `on rank 0 of 64`."""
     values = sorted(set(ranks))
     if world and len(values) == world:
         return "on both ranks" if world == 2 else f"on all {world} ranks"
+    if len(values) == 1:
+        return f"on rank {values[0]}" + (f" of {world}" if world else "")
     if world:
         return f"on {len(values)} of {world} ranks: {rank_list(values)}"
     return f"on {ranks_text(values)}"
+
+
+def tag_ranks(tag: str) -> set[int] | None:
+    """The ranks of an id's process part (`rank5`, `ranks0-31,33-63`: diag.rankset.rank_tags),
+    or None when it names no ranks (`proc0`, empty)."""
+    match = re.fullmatch(r"ranks?(\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*)", tag)
+    if match is None:
+        return None
+    ranks: set[int] = set()
+    for part in match.group(1).split(","):
+        low, _, high = part.partition("-")
+        ranks.update(range(int(low), int(high or low) + 1))
+    return ranks
 
 
 def _skeleton(text: str) -> str:
@@ -212,17 +227,38 @@ def merge_rank_findings(findings: list[Finding], worlds: Mapping[str, int]) -> l
         return findings
     placed: list[tuple[int, Finding]] = []
     renamed: dict[str, str] = {}
+    families: dict[str, list[int]] = {}  # id but for the rank -> places in `placed`
     for runs in _by_run(findings):
-        chosen = [entries[i] for i in runs]
-        for merged in merge_entries(chosen, worlds.get(findings[runs[0]].run)):
+        world = worlds.get(findings[runs[0]].run)
+        for merged in merge_entries([entries[i] for i in runs], world):
             members = [findings[runs[i]] for i in merged.indexes]
             finding = members[0]
             if len(members) > 1:
                 finding = _merged_finding(members, merged)
-                renamed[members[0].id] = finding.id
+                renamed.update((m.id, finding.id) for m in members)
+            if merged.ranks:
+                families.setdefault(_RANK_TAG.sub("@rank*", members[0].id), []).append(len(placed))
             placed.append((min(runs[i] for i in merged.indexes), finding))
+    for places in families.values():
+        if len(places) < 2:
+            continue
+        # One problem that differs on some ranks: the one-rank findings of it name their rank
+        # too, or two alike titles would not say which is which.
+        for index in places:
+            first, finding = placed[index]
+            if "on_ranks" not in finding.data:
+                placed[index] = (first, _named_rank(finding, worlds.get(finding.run)))
     ordered = [finding for _, finding in sorted(placed, key=lambda pair: pair[0])]
     return [_renaming(f, renamed) for f in ordered] if renamed else ordered
+
+
+def _named_rank(finding: Finding, world: int | None) -> Finding:
+    rank = int(next(_RANK_TAG.finditer(finding.id)).group(1))
+    return dataclasses.replace(
+        finding,
+        title=f"{finding.title} ({on_ranks([rank], world)})",
+        data={**finding.data, "on_ranks": [rank], "rank_ids": [finding.id]},
+    )
 
 
 def _renaming(finding: Finding, renamed: dict[str, str]) -> Finding:

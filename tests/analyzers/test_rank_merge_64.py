@@ -3,9 +3,10 @@ replicated from the real H200 two-rank NCCL recording (tests/ranks64.py): 63 ran
 recompile alike give one finding per problem naming them, with the lowest rank's evidence; a
 rank that differs keeps its own findings; `diag check` fails as before and names the ranks.
 
-Two tests edit one replicated rank's events: a live compile that expected another value of the
-guarded state on that rank, and one that took longer. Real ranks do both (a rank reads its own
-parallel state; compile times vary by host), but a replicated copy of one recording cannot."""
+Three tests edit one replicated rank's events: a live compile that expected another value of the
+guarded state on that rank, one that took longer, and a rank whose steps were not profiled. Real
+ranks do each (a rank reads its own parallel state, compile times vary by host, a program may
+profile rank 0 only), but a replicated copy of one recording cannot."""
 
 from __future__ import annotations
 
@@ -128,6 +129,32 @@ def test_a_figure_that_differs_across_ranks_is_a_range_naming_the_ranks(tmp_path
     assert f'across the ranks, "compile(s) of wan_block_forward ...": {spread}' in spike.evidence
     # The spike names the merged live-compile finding, not rank 0's id.
     assert f"reported as errors ({live.id})" in " ".join(spike.evidence)
+
+
+def test_an_echo_that_differs_on_one_rank_names_it_and_stays_in_the_group(tmp_path: Path) -> None:
+    """Rank 0's profiler windows were not recorded: its spike does not name the window, so it
+    is not merged with the other 62 ranks'. Both spikes say their ranks, both name the merged
+    live compile, and both are echoes of the churn merged over all 63 (their ranks are among
+    its ranks)."""
+    folder = make_ranks(tmp_path / "t", odd=BUT_32)
+    [events] = (folder / "runs" / "compiled").glob("rank0-pid*/events.jsonl")
+    lines = events.read_text(encoding="utf-8").splitlines()
+    events.write_text(
+        "".join(line + "\n" for line in lines if '"profile_window_' not in line),
+        encoding="utf-8",
+    )
+    findings = analyze(load_trace(folder))
+    spikes = sorted((f for f in findings if f.analyzer == "step0-spike"), key=lambda f: f.id)
+    assert [f.id for f in spikes] == ["step0-spike:r1@rank0", "step0-spike:r1@ranks1-31,33-63"]
+    assert spikes[0].title.endswith("(on rank 0 of 64)")
+    assert spikes[1].title.endswith("(on 62 of 64 ranks: 1-31, 33-63)")
+    assert "(window r1-s0-new-shape)" not in " ".join(spikes[0].evidence)
+    [live] = [f for f in findings if f.analyzer == "live-compile" and f.severity == "error"]
+    assert all(f"reported as errors ({live.id})" in " ".join(s.evidence) for s in spikes)
+    [churn] = [f for f in findings if f.analyzer == "guard-churn"]
+    assert churn.id.endswith("@ranks0-31,33-63")
+    assert {s.group for s in spikes} == {churn.id}
+    assert len(churn.related) == 4  # the live compile, rank-divergence and both spikes
 
 
 def test_check_fails_as_before_and_names_the_ranks(

@@ -54,7 +54,12 @@ def test_what_differs_beyond_figures_stays_apart() -> None:
         "step0-spike:r1@rank2",
     ]
     assert out[0].title.endswith("(on 2 of 4 ranks: 0, 3)")
-    assert out[1] is findings[1] and out[2] is findings[2]
+    # The same problem (one id but for the rank) differs on ranks 1 and 2: each says its rank.
+    assert [f.title for f in out[1:]] == [
+        f"{f.title} (on rank {r} of 4)" for r, f in ((1, findings[1]), (2, findings[2]))
+    ]
+    assert [f.evidence for f in out[1:]] == [findings[1].evidence, findings[2].evidence]
+    assert out[1].data["on_ranks"] == [1]
 
 
 def test_runs_merge_apart_and_every_rank_reads_all() -> None:
