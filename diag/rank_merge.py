@@ -13,8 +13,9 @@ its id ends `@ranks0-31,33-63` (diag.rankset.rank_tags), and `data` gains `on_ra
 
 Anything else that differs (another guard or value, another severity, a cause one rank has and
 the others lack) keeps findings apart, so a problem of one rank is never folded into the
-others'. rank-divergence compares ranks itself and is left as it is. `diag check` merges its
-live-compile violations the same way (merge_rank_violations).
+others'; such a one-rank finding says its rank (`on rank 0 of 64`) when its id is merged on
+other ranks. rank-divergence compares ranks itself and is left as it is. `diag check` merges
+its live-compile violations the same way (merge_rank_violations).
 """
 
 from __future__ import annotations
