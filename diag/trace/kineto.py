@@ -563,6 +563,7 @@ class _Builder:
         self.cpu_tid: list[int] = []
         self.cpu_ext_ids: list[_Id] = []  # as the file has them; ints in finish()
         self.cpu_ext: dict[int, int] = {}  # External id -> op index, made in finish()
+        self.cpu_last_end: float | None = None  # the ops' last end, when _cpu_ops had it
         # runtime and driver calls
         self.rt_name: list[str] = []
         self.rt_ts: list[float] = []
@@ -704,7 +705,10 @@ class _Builder:
         start, end = self.start, self.end
         if self.cpu_ts:
             start = min(start, min(self.cpu_ts))
-            end = max(end, max(map(operator.add, self.cpu_ts, self.cpu_dur)))
+            last = self.cpu_last_end
+            if last is None:
+                last = max(map(operator.add, self.cpu_ts, self.cpu_dur))
+            end = max(end, last)
         return start, end
 
     def _runtime_kind(self, name: str) -> tuple[str | None, bool]:
@@ -769,8 +773,11 @@ class _Builder:
             for tid, items in annotations.items()
         }
         cpu_ops, cpu_rows = self._cpu_ops(regions)
-        launches = self._launches(annotations, regions, cpu_rows)
-        activities = self._activities(launches)
+        # Each activity's launching call (0 is never a key of rt_by_corr: no correlation, no
+        # launch), looked up once for both joins.
+        launch_rows = list(map(self.rt_by_corr.get, self.act_corr, itertools.repeat(-1)))
+        launches = self._launches(annotations, regions, cpu_rows, launch_rows)
+        activities = self._activities(launches, launch_rows)
         activities.sort(key=_TS)
         syncs = self._syncs()
         self.annotations.sort(key=_TS)
@@ -817,6 +824,8 @@ class _Builder:
                 durs = [-row[1] for row in order]
                 del order
             ends = list(map(operator.add, starts, durs))
+            if starts is all_ts and durs is all_dur:  # the file's order: span() can use ends
+                self.cpu_last_end = max(ends, default=-math.inf)
             depths = _depths(starts, ends)
             threads[tid] = (starts, ends, op_names)
             ops.extend(
@@ -839,41 +848,50 @@ class _Builder:
         annotations: dict[int, list[Annotation]],
         regions: dict[int, list[_Interval]],
         cpu_rows: _Rows,
+        launch_rows: list[int],
     ) -> dict[int, tuple[str, float, str, str, str]]:
         """Per launching call used by an activity: (name, ts, op, region, annotation)."""
-        by_corr = self.rt_by_corr
-        used = {by_corr[c] for c in set(self.act_corr) if c in by_corr}
+        used = set(launch_rows)
+        used.discard(-1)
+        names, starts, exts, rt_tid = self.rt_name, self.rt_ts, self.rt_ext, self.rt_tid
         threads: dict[int, list[int]] = {}
-        for index in used:
-            threads.setdefault(self.rt_tid[index], []).append(index)
-        names, starts, exts = self.rt_name, self.rt_ts, self.rt_ext
-        cpu_ext, cpu_name = self.cpu_ext, self.cpu_name
+        if len(set(map(rt_tid.__getitem__, used))) == 1:  # the usual case: one launching thread
+            threads[rt_tid[next(iter(used))]] = list(used)
+        else:
+            for index in used:
+                threads.setdefault(rt_tid[index], []).append(index)
+        cpu_ext = self.cpu_ext
+        op_name = [*self.cpu_name, None].__getitem__  # index -1: no op with that External id
         result: dict[int, tuple[str, float, str, str, str]] = {}
         for tid, order in threads.items():
             order.sort(key=starts.__getitem__)
-            times = [starts[i] for i in order]
+            times = list(map(starts.__getitem__, order))
             marks = [(a.ts, a.ts + a.dur, a.name) for a in annotations.get(tid, [])]
             inner_region = _innermost(regions.get(tid, []), times)
             inner_mark = _innermost(marks, times)
-            ops = [cpu_name[cpu_ext[exts[i]]] if exts[i] in cpu_ext else None for i in order]
-            missing = [k for k, op in enumerate(ops) if op is None]
-            if missing:  # no External id to follow: the innermost op around the launch
+            ops: list[str | None] = list(
+                map(op_name, map(cpu_ext.get, map(exts.__getitem__, order), itertools.repeat(-1)))
+            )
+            if None in ops:  # no External id to follow: the innermost op around the launch
+                # (found below for each: no None is left in ops)
+                missing = [k for k, op in enumerate(ops) if op is None]
                 starts_ends_names = cpu_rows.get(tid, ([], [], []))
                 spans = list(zip(*starts_ends_names, strict=True))
                 found = _innermost(spans, [times[k] for k in missing])
                 for k, op in zip(missing, found, strict=True):
                     ops[k] = op
-            for k, index in enumerate(order):
-                op = ops[k] or ""
-                result[index] = (names[index], times[k], op, inner_region[k], inner_mark[k])
+            rows = zip(
+                map(names.__getitem__, order), times, ops, inner_region, inner_mark, strict=True
+            )
+            result.update(zip(order, rows, strict=True))  # type: ignore[arg-type]
         return result
 
-    def _activities(self, launches: dict[int, tuple[str, float, str, str, str]]) -> list[Activity]:
+    def _activities(
+        self, launches: dict[int, tuple[str, float, str, str, str]], index: list[int]
+    ) -> list[Activity]:
         """The activities with their launch, in C-level maps over the columns: a Python step
         only for those without a launch but with an External id, and for ROCm copy sizes."""
         corrs = self.act_corr
-        # The launching call's row (0 is never a key of rt_by_corr: no correlation, no launch).
-        index = list(map(self.rt_by_corr.get, corrs, itertools.repeat(-1)))
         rows = list(map(launches.get, index, itertools.repeat(("", -1.0, "", "", ""))))
         launcher, launch_ts, op, region, mark = (
             list(map(operator.itemgetter(k), rows)) for k in range(5)
@@ -970,6 +988,8 @@ def _depths_checked(starts: list[float], ends: list[float]) -> list[int]:
 def _outer_first(starts: list[float], durs: list[float]) -> bool:
     """Whether a thread's ops are already sorted by start, longer first on ties (Kineto
     writes them so): then no sort, and no tuple per op, is needed."""
+    if all(map(operator.lt, starts, itertools.islice(starts, 1, None))):
+        return True  # strictly increasing: no ties to look at either
     if sorted(starts) != starts:  # timsort's float compare: one fast pass when in order
         return False
     following = itertools.islice(starts, 1, None)
@@ -981,14 +1001,17 @@ def _outer_first(starts: list[float], durs: list[float]) -> bool:
 _NO_ARGS = _RawArgs()
 
 
-_INT_ONLY = frozenset({int})
-
-
 def _ints(values: list[Any]) -> list[int]:
-    """The values as ints (_as_int), without a Python step per value when all are ints."""
-    if set(map(type, values)) <= _INT_ONLY:
-        return values
-    return [v if type(v) is int else _as_int(v) for v in values]
+    """The values as ints (_as_int), without a Python step per value when all are ints.
+
+    They are ids as decoded (int | str | None): sum() runs at C speed over ints and raises
+    on a str or None, which then get the Python step.
+    """
+    try:
+        sum(values)
+    except TypeError:
+        return [v if type(v) is int else _as_int(v) for v in values]
+    return values
 
 
 def _external_id(args: _RawArgs | None) -> int:
