@@ -21,6 +21,7 @@ import contextlib
 import hashlib
 import importlib
 import itertools
+import mmap
 import operator
 import os
 import struct
@@ -29,12 +30,15 @@ import types
 import zlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from diag.trace.format import CACHE_DIR
 from diag.trace.kineto import PARSER_VERSION, Activity, KinetoTrace, Progress, read_kineto
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer  # (3.12's collections.abc.Buffer)
 
 __all__ = ["CACHE_DIR", "CACHE_FORMAT", "cache_path", "load_kineto"]
 
@@ -62,10 +66,10 @@ class _Stamp(msgspec.Struct, frozen=True):
     body_crc32: int  # a flipped byte in the body can still decode: check it
 
 
-def _crc32_function() -> Callable[[bytes], int]:
+def _crc32_function() -> Callable[[Buffer], int]:
     """CRC-32 of the body: isal's (the same checksum, ~10x faster) when installed."""
     try:
-        crc32: Callable[[bytes], int] = importlib.import_module("isal.isal_zlib").crc32
+        crc32: Callable[[Buffer], int] = importlib.import_module("isal.isal_zlib").crc32
     except ImportError:
         return zlib.crc32
     return crc32
@@ -197,7 +201,11 @@ def _header(path: Path, relative: str) -> _Header:
 
 
 def _read(target: Path, expected: _Header) -> KinetoTrace | None:
-    """The cached trace if the file is ours and matches the source; else None (rebuild)."""
+    """The cached trace if the file is ours and matches the source; else None (rebuild).
+
+    The body is decoded from a read-only map of the file, not a copy of it: at 1 GB of trace
+    the copy was 85 MB of fresh pages to fault in, for bytes that are only read once.
+    """
     try:
         with open(target, "rb") as handle:
             prefix = handle.read(len(MAGIC) + _LENGTH.size)
@@ -207,14 +215,18 @@ def _read(target: Path, expected: _Header) -> KinetoTrace | None:
             stamp = _DECODE_STAMP.decode(handle.read(length))
             if stamp.header != expected:
                 return None
-            body = handle.read(stamp.body_size + 1)
-        if len(body) != stamp.body_size or _CRC32(body) != stamp.body_crc32:
-            return None
-        cached = _DECODE_BODY.decode(body)
+            offset = len(prefix) + length
+            if os.fstat(handle.fileno()).st_size != offset + stamp.body_size:
+                return None
+            with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+                with memoryview(mapped)[offset:] as body:
+                    if _CRC32(body) != stamp.body_crc32:
+                        return None
+                    cached = _DECODE_BODY.decode(body)
         trace = cached.trace
         trace.activities = _activities(cached.strings, cached.columns)
         return trace
-    except (OSError, msgspec.MsgspecError, ValueError, TypeError, IndexError):
+    except (OSError, msgspec.MsgspecError, ValueError, TypeError, IndexError, BufferError):
         return None
 
 
