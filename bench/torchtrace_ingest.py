@@ -21,10 +21,14 @@ interpreter start and imports included, printed apart), CPU time is user + syste
 (less moved by other work on the machine than wall time); peak RSS is ru_maxrss from wait4 (this
 process stays small: a child's ru_maxrss counts the pages it was forked with).
 
+diag's child has a bytecode cache of its own (PYTHONPYCACHEPREFIX in the work folder, filled by
+one unmeasured run), as an installed package has; the variant "diag, no bytecode cache" runs
+it as a shell with PYTHONDONTWRITEBYTECODE=1 does, compiling every diag module on each start.
+
 Then, on the log nearest 150 MB, where diag's time goes: each stage again in its own child, the
-importer run with later stages switched off (read the blocks; + find the lines; + parse the
-envelopes; + strip and hash the payloads; + build the run model), a stage's cost being its
-time less the previous stage's.
+importer run with later stages switched off (read the blocks; + find the record lines, stepping
+over the payload lines; + match each record's prefix and decode its JSON; + handle the records
+and read the few payloads kept), a stage's cost being its time less the previous stage's.
 """
 
 from __future__ import annotations
@@ -219,37 +223,44 @@ print(sum(1 for entry in directory.values() for artifact in entry.get("artifacts
           if str(artifact.get("name", "")).startswith("compilation_metrics")))
 """
 
-# The importer with its later stages switched off, for where the time goes.
+# The importer with its later stages switched off, for where the time goes: a record line is
+# only found ("lines"), or also matched and decoded ("envelopes"), but not handled.
 STAGE_CHILD = r"""
 import json, sys, time
 from pathlib import Path
 import diag.trace.torchtrace as tt
 stage, path = sys.argv[1], Path(sys.argv[2])
+
+def found(self, buf, pos, stop):
+    self.found, self.current = True, tt._UNREAD
+
+def decoded(self, buf, pos, stop):
+    self.found, self.current = True, tt._UNREAD
+    match = tt._RECORD.match(buf, pos, stop)
+    if match is not None:
+        tt._JSON.decode(buf[match.end() : stop])
+
 start = time.perf_counter()
 if stage == "read":
     with open(path, "rb") as handle:
         while handle.read(tt._BLOCK):
             pass
 else:
-    if stage == "lines":
-        tt._parse_record = lambda line, clock, stats: tt._Record({}, 0, 0, None, False)
     if stage in ("lines", "envelopes"):
-        tt._Record.feed = lambda self, lines: None
-    if stage in ("lines", "envelopes", "payloads"):
-        tt._ProcessBuilder.handle = lambda self, record, stats: None
+        tt._Scan._record_line = found if stage == "lines" else decoded
     tt.load_torch_trace(path)
 print(json.dumps({"seconds": time.perf_counter() - start}))
 """
 STAGES = {
     "read": "read the file in blocks",
-    "lines": "find record lines and payload runs",
-    "envelopes": "parse each record's prefix and JSON",
-    "payloads": "strip tabs, md5 every payload",
-    "full": "build the run model (whole import)",
+    "lines": "find record lines (step over payloads)",
+    "envelopes": "match each record's prefix, decode JSON",
+    "full": "handle the records, read the kept payloads",
 }
 
 VARIANTS = {
     "diag": "diag open_input(torch_trace=LOG)",
+    "diag-nocache": "diag, no bytecode cache",
     "tlparse": "tlparse LOG (default: HTML)",
     "tlparse-plain": "tlparse LOG --plain-text",
 }
@@ -277,9 +288,24 @@ def run_child(argv: list[str], env: dict[str, str] | None = None) -> dict[str, A
     }
 
 
+def diag_env(scratch: Path, cache: bool = True) -> dict[str, str]:
+    """diag's child environment. With `cache`, Python's bytecode cache in a folder of the bench's
+    own, as an installed package has (pip compiles it at install; a source checkout writes
+    __pycache__ on first import): a shell with PYTHONDONTWRITEBYTECODE=1 (this machine's) would
+    otherwise compile every diag module on every start. Without, the sources compile each run."""
+    env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(REPO)}
+    if cache:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(scratch / "pycache")
+    else:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        env.pop("PYTHONPYCACHEPREFIX", None)
+    return env
+
+
 def measure_one(mode: str, log: Path, scratch: Path) -> dict[str, Any]:
-    if mode == "diag":
-        env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(REPO)}
+    if mode in ("diag", "diag-nocache"):
+        env = diag_env(scratch, cache=mode == "diag")
         result = run_child([sys.executable, "-c", DIAG_CHILD, str(log)], env)
         result.update(json.loads(result.pop("stdout").strip().splitlines()[-1]))
         return result
@@ -306,6 +332,7 @@ def measure_one(mode: str, log: Path, scratch: Path) -> dict[str, Any]:
 def measure_size(log: Path, repeats: int, modes: list[str], scratch: Path) -> dict[str, Any]:
     samples: dict[str, list[dict[str, Any]]] = {mode: [] for mode in modes}
     loads: list[float] = []
+    measure_one("diag", log, scratch)  # unmeasured: fills the bytecode cache, reads the log in
     for repeat in range(repeats):
         order = modes[repeat % len(modes) :] + modes[: repeat % len(modes)]
         for mode in order:
@@ -331,7 +358,7 @@ def measure_size(log: Path, repeats: int, modes: list[str], scratch: Path) -> di
             "peak_rss_mb": statistics.median(s["peak_rss_mb"] for s in runs),
             "compiles": runs[0]["compiles"],
         }
-        if mode == "diag":
+        if mode in ("diag", "diag-nocache"):
             summary[mode]["import_s"] = statistics.median(s["import_s"] for s in runs)
             summary[mode]["ingest_s"] = statistics.median(s["ingest_s"] for s in runs)
             summary[mode]["records"] = runs[0]["records"]
@@ -344,8 +371,8 @@ def measure_size(log: Path, repeats: int, modes: list[str], scratch: Path) -> di
     }
 
 
-def measure_stages(log: Path, repeats: int) -> dict[str, Any]:
-    env = {**os.environ, "PYTHONHASHSEED": "0", "PYTHONPATH": str(REPO)}
+def measure_stages(log: Path, repeats: int, scratch: Path) -> dict[str, Any]:
+    env = diag_env(scratch)
     runs: dict[str, list[float]] = {stage: [] for stage in STAGES}
     for repeat in range(repeats):
         for stage in STAGES:
@@ -398,10 +425,16 @@ def table(info: dict[str, Any]) -> str:
         rest = diag["median_s"] - diag["ingest_s"] - diag["import_s"]
         lines.append(
             f"  diag's wall: import call {diag['ingest_s']:.2f} s "
-            f"({size['mb'] / diag['ingest_s']:.0f} MB/s), imports {diag['import_s']:.2f} s, "
-            f"interpreter start and exit {rest:.2f} s; {diag['records']:,} records, "
+            f"({size['mb'] / diag['ingest_s']:.0f} MB/s), imports {diag['import_s']:.3f} s, "
+            f"interpreter start and exit {rest:.3f} s; {diag['records']:,} records, "
             f"{diag['corrupt']} corrupt payloads"
         )
+        if "diag-nocache" in size["variants"]:
+            cold = size["variants"]["diag-nocache"]
+            lines.append(
+                f"  without a bytecode cache diag's imports take {cold['import_s']:.3f} s "
+                f"(whole process {cold['median_s']:.2f} s)"
+            )
         for mode in ("tlparse", "tlparse-plain"):
             if mode in size["variants"]:
                 theirs = size["variants"][mode]
@@ -455,7 +488,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source", type=Path, nargs="+", default=list(DEFAULT_SOURCES))
     parser.add_argument(
         "--modes",
-        default="diag,tlparse,tlparse-plain",
+        default="diag,diag-nocache,tlparse,tlparse-plain",
         help="variants, comma-separated (of: " + ", ".join(VARIANTS) + ")",
     )
     parser.add_argument("--workdir", type=Path, help="keep the made logs here (reused)")
@@ -512,7 +545,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.stage_repeats:
             nearest = min(logs, key=lambda p: abs(p.stat().st_size / 1e6 - args.stages_mb))
             info["stages_log"] = f"{nearest.stat().st_size / 1e6:.1f} MB log"
-            info["stages"] = measure_stages(nearest, args.stage_repeats)
+            info["stages"] = measure_stages(nearest, args.stage_repeats, work)
         info["load_after"] = round(os.getloadavg()[0], 2)
     print(json.dumps(info, indent=1) if args.json else table(info))
     return 0

@@ -28,7 +28,7 @@ does not match are skipped and counted (`Trace.manifest["torch_trace"]`), never 
 
 from __future__ import annotations
 
-import calendar
+import datetime
 import gzip
 import hashlib
 import json
@@ -43,7 +43,6 @@ from typing import IO, Any, cast
 import msgspec
 
 from diag.errors import DiagError
-from diag.guards import parse_recompile_reasons
 from diag.trace.run import Compile, Event, Frame, Guard, Process, RunData, Trace
 
 FORMAT_NAME = "torch-trace"
@@ -53,14 +52,22 @@ PHASE = "unknown"
 _LOG_PREFIX = "dedicated_log_torch_trace_"
 _GZIP_MAGIC = b"\x1f\x8b"
 _UTF8_BOM = b"\xef\xbb\xbf"
-# glog prefix; `[rankN]:` only precedes it in TORCH_LOGS output, accepted for logs copied from it.
-_RECORD = re.compile(
-    rb"(?:\[rank(?P<rank>\d+)\]:)?[VIWEC](?P<minute>(?P<mo>\d\d)(?P<d>\d\d) "
-    rb"(?P<h>\d\d):(?P<mi>\d\d)):(?P<s>\d\d)\.(?P<us>\d{6}) +(?P<pid>\d+) [^\]\n]*\][^{\n]*"
+# One line that does not open with a tab: a record's glog prefix, if it has one, and the rest of
+# the line (its JSON). `[rankN]:` only precedes the prefix in TORCH_LOGS output, accepted for logs
+# copied from it. `minute` is `MMDD HH:MM`.
+_PREFIX = (
+    rb"(?:(?:\[rank(?P<rank>\d+)\]:)?[VIWEC](?P<minute>\d{4} \d\d:\d\d):(?P<s>\d\d)\.(?P<us>\d{6})"
+    rb" +(?P<pid>\d+) [^\]\n]*\][^{\n]*)?(?P<body>[^\n]*)"
 )
+# The first line of a buffer, matched where it starts.
+_FIRST_LINE = re.compile(_PREFIX)
+# Every other such line, from the newline before it: the C search steps over the payload lines
+# (a newline followed by a tab) between two of them, so payloads cost no Python work.
+_NEXT_LINE = re.compile(rb"\n(?=[^\t])" + _PREFIX)
 # tlparse's rule: `dedicated_log_torch_trace_rank_<N>[_<anything>].log`.
 _RANK_IN_NAME = re.compile(r"rank_(\d+)(?:_|\.log)")
 _BASE_YEAR = 2000  # a leap year, so a log written on 29 February still parses
+_EPOCH_DAY = datetime.date(1970, 1, 1).toordinal()
 # The payloads read (and checked against their md5); every other payload is stepped over.
 _KEPT_ARTIFACTS = frozenset({"recompile_reasons", "dynamo_graph_break_reason", "torch_version"})
 # A file is "not a TORCH_TRACE log" when this many lines in a row open with no valid record.
@@ -68,8 +75,6 @@ _SNIFF_LINES = 200
 _MAX_LINE = 64 << 20
 # Read size: memory stays a few blocks whatever the log's size (2 * _BLOCK <= _MAX_LINE).
 _BLOCK = 1 << 20
-# Where a run of payload lines ends: a line that does not open with a tab (a blank one too).
-_PAYLOAD_END = re.compile(rb"\n[^\t]")
 _JSON = msgspec.json.Decoder()
 
 # Same rules as the recorder (collectors/compiles.py), so both readers agree on every compile.
@@ -328,25 +333,38 @@ class _Scan:
         self.clean = False  # the last line read ended with a newline
 
     def lines(self, buf: bytes, pos: int, end: int) -> None:
-        """buf[pos:end]: whole lines (the last may lack its newline at the end of the file)."""
+        """buf[pos:end]: whole lines (the last may lack its newline at the end of the file); pos
+        is 0 or just after a newline.
+
+        One regex iteration per line that does not open with a tab finds it, matches its glog
+        prefix and gives its JSON; the payload runs are the gaps between such lines."""
         if pos >= end:
             return
-        search, find, record_line = _PAYLOAD_END.search, buf.find, self._record_line
-        while pos < end:
-            if buf[pos] == 9:  # "\t": a run of payload lines
-                match = search(buf, pos, end)
-                stop = match.start() + 1 if match else end
-                current = self.current
-                if current is None:
-                    self._miss(buf.count(b"\n", pos, stop) + (buf[stop - 1] != 10))
-                elif current is not _UNREAD:
-                    current.feed(buf[pos:stop])
-            else:
-                newline = find(b"\n", pos, end)
-                stop = end if newline < 0 else newline + 1
-                record_line(buf, pos, stop)
-            pos = stop
+        line = self._line
+        if pos and buf[pos - 1] == 10:  # 10: "\n"
+            cursor, start = pos, pos - 1
+        elif buf[pos] == 9:  # "\t"
+            cursor, start = pos, pos
+        else:
+            first = _FIRST_LINE.match(buf, pos, end)
+            assert first is not None  # the pattern matches any line
+            cursor = line(first, buf, pos, end)
+            start = cursor - 1
+        for match in _NEXT_LINE.finditer(buf, start, end):
+            begin = match.start() + 1
+            if begin > cursor and self.current is not _UNREAD:
+                self._payload(buf, cursor, begin)
+            cursor = line(match, buf, begin, end)
+        if cursor < end and self.current is not _UNREAD:
+            self._payload(buf, cursor, end)
         self.clean = buf[end - 1] == 10
+
+    def _payload(self, buf: bytes, pos: int, stop: int) -> None:
+        """A run of payload lines, buf[pos:stop], for the open record (not _UNREAD)."""
+        if self.current is None:
+            self._miss(buf.count(b"\n", pos, stop) + (buf[stop - 1] != 10))
+        else:
+            self.current.feed(buf[pos:stop])
 
     def overlong(self, start: bytes) -> None:
         """A line longer than _MAX_LINE, known by its first _MAX_LINE bytes; the rest is
@@ -365,29 +383,43 @@ class _Scan:
     def close(self) -> None:
         self._close()
 
-    def _record_line(self, buf: bytes, pos: int, stop: int) -> None:
-        """buf[pos:stop], a line that does not open with a tab."""
-        if self.current is not None:
-            self._close()
-        match = _RECORD.match(buf, pos, stop)
-        if match is None:
-            if not buf[pos:stop].isspace():  # tlparse: stray blank lines are never records
+    def _line(self, match: re.Match[bytes], buf: bytes, begin: int, end: int) -> int:
+        """One line that does not open with a tab, from buf[begin], as `_PREFIX` matched it;
+        returns where the next line begins. Most records are of kinds not read here (chromium
+        events, graphs, describe_*): they cost this match, one msgspec decode and a few dict
+        lookups."""
+        stop = match.end() + 1
+        if stop > end:  # the file's last line, without its newline
+            stop = end
+        current = self.current
+        if current is not None:
+            self.current = None
+            if current is not _UNREAD:
+                self.builder.artifact(current, self.stats)
+        if match.group(5) is None:  # 5: pid, no glog prefix
+            text = buf[begin : match.end()]
+            if text and not text.isspace():  # tlparse: stray blank lines are never records
                 self._miss(1)
-            return
-        meta = _decode_meta(buf[match.end() : stop], self.stats)
+            return stop
+        body = match.group(6)  # 6: body
+        try:
+            meta = _JSON.decode(body)
+        except (msgspec.DecodeError, RecursionError):
+            meta = _decode_slow(body, self.stats)
         if not isinstance(meta, dict):
             self._miss(1)
-            return
+            return stop
         self.found = True
-        self.stats.records += 1
+        stats = self.stats
+        stats.records += 1
         clock = self.clock
-        if match.group("minute") != clock.minute:
-            clock.turn(match)
+        if match.group(2) != clock.minute:  # 2: minute
+            clock.turn(match.group(2))
         builder = self.builder
         if builder.pid is None:
-            builder.pid = int(match.group("pid"))
-        if match.group("rank") is not None and "rank" not in meta:
-            meta["rank"] = int(match.group("rank"))
+            builder.pid = int(match.group(5))
+        if buf[begin] == 91 and "rank" not in meta:  # 91: "[", the `[rankN]:` prefix matched
+            meta["rank"] = int(match.group(1))  # 1: rank
         if builder.rank is None:
             rank = meta.get("rank")
             if isinstance(rank, int) and not isinstance(rank, bool):
@@ -398,7 +430,7 @@ class _Scan:
             or "exported_program" in meta
             or "compilation_metrics" in meta
         ):
-            builder.handle(meta, clock.ns(match), self.stats)
+            builder.handle(meta, clock.ns(match), stats)
         elif "artifact" in meta:
             artifact = meta["artifact"]
             name = artifact.get("name") if isinstance(artifact, dict) else None
@@ -407,8 +439,9 @@ class _Scan:
                 self.current = _Record(
                     meta, clock.ns(match), expect if isinstance(expect, str) else None
                 )
-                return
+                return stop
         self.current = _UNREAD
+        return stop
 
     def _close(self) -> None:
         current = self.current
@@ -475,7 +508,8 @@ def _read_log(
 def _scan_blocks(reader: IO[bytes], raw: IO[bytes], scan: _Scan, progress: Progress | None) -> None:
     """The file to `scan` in whole lines, _BLOCK bytes at a time, so memory stays flat whatever
     the log's size. A line longer than a block is gathered in pieces; one longer than _MAX_LINE
-    is known by its start and the rest is skipped unread, which bounds what one line can hold."""
+    is known by its start and the rest is skipped unread, which bounds what one line can hold.
+    Each block is scanned in place: only a line cut by the block's end is copied."""
     rest = b""  # the start of the block's last line, carried to the next block
     long: list[bytes] = []  # a line that spans blocks, gathered
     size = 0
@@ -484,6 +518,7 @@ def _scan_blocks(reader: IO[bytes], raw: IO[bytes], scan: _Scan, progress: Progr
     while block:
         if progress is not None:
             progress(raw.tell(), 0)
+        start = 0
         if long or skipping:
             newline = block.find(b"\n")
             if newline < 0:
@@ -503,14 +538,24 @@ def _scan_blocks(reader: IO[bytes], raw: IO[bytes], scan: _Scan, progress: Progr
                 else:
                     scan.lines(line, 0, len(line))
             long, skipping = [], False
-            block = block[newline + 1 :]
-        buf = rest + block if rest else block
-        cut = buf.rfind(b"\n") + 1
+            start = newline + 1
+        if rest:
+            newline = block.find(b"\n", start)
+            if newline < 0:
+                long, rest = [rest + block[start:]], b""
+                size = len(long[0])
+                block = reader.read(_BLOCK)
+                continue
+            # rest is less than a block and so is the line's end here: no overlong check needed.
+            line, rest = rest + block[start : newline + 1], b""
+            scan.lines(line, 0, len(line))
+            start = newline + 1
+        cut = block.rfind(b"\n", start) + 1
         if cut:
-            scan.lines(buf, 0, cut)
-            rest = buf[cut:]
-        elif buf:
-            long, size, rest = [buf], len(buf), b""
+            scan.lines(block, start, cut)
+            rest = block[cut:]
+        elif start < len(block):
+            long, size = [block[start:]], len(block) - start
         block = reader.read(_BLOCK)
     if long:
         rest = b"".join(long)
@@ -551,14 +596,10 @@ def _first_block(reader: IO[bytes], scan: _Scan) -> bytes:
     return head
 
 
-def _decode_meta(body: bytes, stats: TorchTraceStats) -> object:
-    """The record's JSON, as json.loads reads it. msgspec decodes valid records 3-5x faster and
-    gives the same value for every document it accepts; what it refuses (NaN, Infinity, 1e400,
-    lone surrogates, bytes that are not UTF-8) goes to json, which decides."""
-    try:
-        return _JSON.decode(body)
-    except (msgspec.DecodeError, RecursionError):
-        pass
+def _decode_slow(body: bytes, stats: TorchTraceStats) -> object:
+    """The record's JSON, as json.loads reads it, for what msgspec refused. msgspec decodes valid
+    records 3-5x faster and gives the same value for every document it accepts; what it refuses
+    (NaN, Infinity, 1e400, lone surrogates, bytes that are not UTF-8) comes here: json decides."""
     try:
         return json.loads(body)
     except UnicodeDecodeError:
@@ -586,32 +627,37 @@ class _Clock:
         self.minute = b""
         self.seconds = 0  # unix seconds of `minute`
 
-    def turn(self, match: re.Match[bytes]) -> None:
-        month = int(match.group("mo"))
+    def turn(self, minute: bytes) -> None:
+        """A record's `MMDD HH:MM`, other than the one before."""
+        month = int(minute[:2])
         if month < self.month:
             self.year += 1
         self.month = month
-        day, hour, minute = (int(match.group(g)) for g in ("d", "h", "mi"))
+        day, hour, mins = int(minute[2:4]), int(minute[5:7]), int(minute[8:10])
         try:
-            seconds = calendar.timegm((self.year, month, day, hour, minute, 0, 0, 0, 0))
+            # calendar.timegm's arithmetic: a day or an hour past its range carries over.
+            days = datetime.date(self.year, month, 1).toordinal() - _EPOCH_DAY + day - 1
+            seconds = ((days * 24 + hour) * 60 + mins) * 60
         except (ValueError, OverflowError):
             seconds = 0
-        self.minute, self.seconds = match.group("minute"), seconds
+        self.minute, self.seconds = minute, seconds
 
     def ns(self, match: re.Match[bytes]) -> int:
         """The record's time; `turn` has seen its minute."""
-        return (self.seconds + int(match.group("s"))) * 1_000_000_000 + int(
-            match.group("us")
+        return (self.seconds + int(match.group(3))) * 1_000_000_000 + int(  # 3: s
+            match.group(4)  # 4: us
         ) * 1000
 
 
 # --- records -> compiles and events ----------------------------------------------------------
 
 
-@dataclass
 class _Start:
-    t: int
-    frame: Frame | None
+    __slots__ = ("t", "frame")
+
+    def __init__(self, t: int, frame: Frame | None) -> None:
+        self.t = t
+        self.frame = frame
 
 
 class _ProcessBuilder:
@@ -881,6 +927,10 @@ class _ProcessBuilder:
 
 
 def _guards(payload: str) -> list[Guard]:
+    # Imported here: its many patterns take milliseconds to compile, and a log without
+    # recompiles never needs them.
+    from diag.guards import parse_recompile_reasons
+
     return [
         Guard(g.kind, g.source, g.expected, g.actual, g.user_location, g.raw, g.compile_id)
         for g in parse_recompile_reasons(payload)
