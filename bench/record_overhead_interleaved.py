@@ -267,6 +267,23 @@ def run_child(
     return json.loads(out.read_text())
 
 
+def digest_breakdown(rows: list[dict[str, Any]], plain_rows: list[dict[str, Any]]) -> str:
+    """Where each latents digest came from (process, state, pairs): whether the requests that
+    differ are one process's (torch's choices per process, such as kernel autotuning) or one
+    state's within a process (which would mean diag changed what the program computes)."""
+    lines = []
+    for process, group in (("recorded process", rows), ("process without diag", plain_rows)):
+        seen: dict[str, dict[str, list[int]]] = {}
+        for r in group:
+            seen.setdefault(r["latents"][:12], {}).setdefault(r["state"], []).append(r["pair"])
+        for digest, states in seen.items():
+            parts = ", ".join(
+                f"{state} {len(p)} (pairs {min(p)}-{max(p)})" for state, p in sorted(states.items())
+            )
+            lines.append(f"    {digest}: {process}: {parts}")
+    return "\n".join(lines)
+
+
 def ms(value: float) -> str:
     return f"{value * 1e3:.3f} ms"
 
@@ -405,6 +422,8 @@ def main() -> int:
         f"  latents of all {len(rows) + len(plain_rows)} requests, both processes: "
         + ("bit-identical" if len(digests) == 1 else f"{len(digests)} different digests")
     )
+    if len(digests) > 1:
+        print(digest_breakdown(rows, plain_rows))
     print(
         f"  load average {load_before[0]:.2f} at start, {load_after[0]:.2f} at end "
         f"({os.cpu_count()} CPUs); {time.monotonic() - wall:.0f} s in all"
