@@ -758,11 +758,12 @@ class _Builder:
 
     def finish(self, path: str, base_ns: int) -> KinetoTrace:
         self.cpu_tid = _ints(self.cpu_tid)
-        external = _ints(self.cpu_ext_ids)
-        self.cpu_ext_ids = []
-        self.cpu_ext = dict(zip(external, range(len(external)), strict=True))  # the last op wins
-        self.cpu_ext.pop(0, None)  # 0: no External id
-        del external
+        # Each activity's launching call (0 is never a key of rt_by_corr: no correlation, no
+        # launch), looked up once for both joins.
+        launch_rows = list(map(self.rt_by_corr.get, self.act_corr, itertools.repeat(-1)))
+        used = set(launch_rows)
+        used.discard(-1)
+        self.cpu_ext = self._ops_by_external_id(used, launch_rows)
         annotations = _by_thread(self.annotations)
         regions = {
             tid: [
@@ -773,10 +774,7 @@ class _Builder:
             for tid, items in annotations.items()
         }
         cpu_ops, cpu_rows = self._cpu_ops(regions)
-        # Each activity's launching call (0 is never a key of rt_by_corr: no correlation, no
-        # launch), looked up once for both joins.
-        launch_rows = list(map(self.rt_by_corr.get, self.act_corr, itertools.repeat(-1)))
-        launches = self._launches(annotations, regions, cpu_rows, launch_rows)
+        launches = self._launches(annotations, regions, cpu_rows, used)
         activities = self._activities(launches, launch_rows)
         activities.sort(key=_TS)
         syncs = self._syncs()
@@ -802,6 +800,23 @@ class _Builder:
             syncs=syncs,
             annotations=self.annotations,
         )
+
+    def _ops_by_external_id(self, used: set[int], launch_rows: list[int]) -> dict[int, int]:
+        """External id -> index of the (last) CPU op with it, for the ids that a join looks up:
+        those of the launches used and of activities without one (a dict of every op's id was
+        a tenth of the first open's peak memory at 1 GB, and its time to build)."""
+        needed = set(map(self.rt_ext.__getitem__, used))
+        needed.update(
+            itertools.compress(self.act_ext, map(operator.lt, launch_rows, itertools.repeat(0)))
+        )
+        needed.discard(0)  # 0: no External id
+        external = _ints(self.cpu_ext_ids)
+        self.cpu_ext_ids = []
+        if not needed:
+            return {}
+        keep = list(map(needed.__contains__, external))
+        rows = itertools.compress(range(len(external)), keep)
+        return dict(zip(itertools.compress(external, keep), rows, strict=True))  # the last op wins
 
     def _cpu_ops(self, regions: dict[int, list[_Interval]]) -> tuple[list[CpuOp], _Rows]:
         """CPU ops with depth and region; and per thread, its ops sorted outer first."""
@@ -848,11 +863,9 @@ class _Builder:
         annotations: dict[int, list[Annotation]],
         regions: dict[int, list[_Interval]],
         cpu_rows: _Rows,
-        launch_rows: list[int],
+        used: set[int],
     ) -> dict[int, tuple[str, float, str, str, str]]:
         """Per launching call used by an activity: (name, ts, op, region, annotation)."""
-        used = set(launch_rows)
-        used.discard(-1)
         names, starts, exts, rt_tid = self.rt_name, self.rt_ts, self.rt_ext, self.rt_tid
         threads: dict[int, list[int]] = {}
         if len(set(map(rt_tid.__getitem__, used))) == 1:  # the usual case: one launching thread
