@@ -965,21 +965,21 @@ _Rows = dict[
 
 def _depths(starts: list[float], ends: list[float]) -> list[int]:
     """Each op's nesting depth: the ops still open at its start (a stack of their ends; an op
-    ends before one that starts at its end). The end on top is kept in a local and the
-    stack holds a bottom that never closes, so the loop does no emptiness checks."""
+    ends before one that starts at its end). The end on top is kept in a local, out of the
+    stack, and starts as a bottom that never closes: a pop is one call, with no emptiness
+    check and no read of the new top."""
     depths: list[int] = []
-    stack = [math.inf]
-    pop, push, add = stack.pop, stack.append, depths.append
+    below: list[float] = []  # the ends under the top one
+    pop, push = below.pop, below.append
     top = math.inf
     depth = 0
     try:
         for start, end in zip(starts, ends, strict=True):
             while top <= start:
-                pop()
-                top = stack[-1]
+                top = pop()
                 depth -= 1
-            add(depth)
-            push(end)
+            depths.append(depth)
+            push(top)
             top = end
             depth += 1
     except IndexError:  # a start of +inf passed the bottom too: the checked sweep
