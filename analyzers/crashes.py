@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 from diag.findings import Finding
+from diag.status import TEARDOWN_FIX, root_cause, worker_teardown
 from diag.trace.run import Event, RunData, Step, Trace
 
 from .common import id_suffix, process_lines
@@ -25,7 +26,6 @@ _CUDAGRAPH_OVERWRITTEN = re.compile(
     r"accessing tensor output of CUDAGraphs that has been overwritten", re.I
 )
 _OOM = re.compile(r"out of memory|OutOfMemoryError", re.I)
-_ROOT_CAUSE = re.compile(r"rank\s*:\s*(?P<rank>\d+).*?exitcode\s*:\s*(?P<code>-?\d+)", re.S)
 _COLLECTIVE_TIMEOUT = re.compile(r"Watchdog caught collective operation timeout|timed? ?out", re.I)
 
 
@@ -65,6 +65,10 @@ def _finding(trace: Trace, run: RunData, crash: Event, index: int) -> Finding:
         f"uncaught {kind_name}" + (f" in thread {thread!r}" if thread else "") + f": {headline}",
         f"where the run was: {where}",
     ]
+    teardown = _worker_teardown(run, message) if kind == "worker-failed" else None
+    if teardown is not None:
+        kind, title, fix, line = teardown
+        evidence.append(line)
     rest = message.strip().splitlines()[1:]
     if rest:
         evidence.append("message: " + "\n          ".join(line.rstrip() for line in rest[:20]))
@@ -127,6 +131,24 @@ _INSIDE = {
 }
 
 
+def _worker_teardown(run: RunData, message: str) -> tuple[str, str, str, str] | None:
+    """(kind, title, fix, evidence) when torchrun's failed rank died of a fault signal after it
+    reached diag's exit hook (diag.status.worker_teardown)."""
+    found = worker_teardown(run, message)
+    if found is None:
+        return None
+    rank, code, signal, pid = found
+    return (
+        "worker-teardown",
+        f"A worker process died after its work: rank {rank} was ended by {signal} in "
+        "interpreter teardown (torchrun's report)",
+        "The rank finished (every step it ran is in the trace) and died while the interpreter "
+        f"shut down. {TEARDOWN_FIX} The findings cover the whole run.",
+        f"rank {rank} (pid {pid}) reached diag's exit hook before it died (exit code {code}, "
+        f"{signal}): it died in teardown, not during its work",
+    )
+
+
 def _is_launcher_report(crash: Event) -> bool:
     """torchrun's own exception when a worker failed (the elastic agent's ChildFailedError)."""
     return str(crash.data.get("type") or "").endswith("ChildFailedError")
@@ -157,7 +179,7 @@ def _explain(
             "error",
         )
     if short == "ChildFailedError":
-        root = _ROOT_CAUSE.search(message)
+        root = root_cause(message)
         who = f"rank {root.group('rank')} exited with code {root.group('code')}" if root else ""
         return (
             "worker-failed",

@@ -13,6 +13,7 @@ Standard library only: `diag check` and the end of `diag record` import it.
 from __future__ import annotations
 
 import os
+import re
 import socket
 from dataclasses import dataclass, field
 from typing import Any
@@ -110,7 +111,7 @@ def assess(trace: Trace) -> Visibility:
     status = _imported_status(trace) if imported else _recording_status(trace)
     notices: list[Notice] = []
     if not status.complete:
-        notices.append(_incomplete_notice(status))
+        notices.append(_teardown_notice(trace, status) or _incomplete_notice(status))
     for run in trace.subject_runs:
         notices.extend(_run_notices(trace, run, imported))
     return Visibility(status, notices)
@@ -230,6 +231,99 @@ def _incomplete_notice(status: RecordingStatus) -> Notice:
             "the program's own output (its traceback) says why it stopped; record again once it "
             "runs to the end"
         )
+    return Notice(RECORDING_INCOMPLETE, message, how)
+
+
+#: Signals a process raises on itself in native code (abort, a bad access), not sent by a user;
+#: torchrun reports a worker's as the negative exit code.
+_FAULT_SIGNALS = {6: "SIGABRT", 11: "SIGSEGV", 7: "SIGBUS", 4: "SIGILL", 8: "SIGFPE"}
+#: torchrun's ChildFailedError message: the failed rank and its exit code.
+ROOT_CAUSE = re.compile(r"rank\s*:\s*(?P<rank>\d+).*?exitcode\s*:\s*(?P<code>-?\d+)", re.S)
+TEARDOWN_FIX = (
+    "A torch.distributed process group left alive at exit is the usual cause (gloo's threads "
+    "abort the process with `terminate called without an active exception`; NCCL warns that "
+    "destroy_process_group() was not called): call torch.distributed.destroy_process_group() at "
+    "the end of every rank's program (in a finally). The program's stderr names what terminated."
+)
+
+
+def root_cause(message: str) -> re.Match[str] | None:
+    """The failed rank and exit code of torchrun's report: its "Root Cause" entry (the ranks
+    listed before it under "Failures" are the ones torchrun stopped after it)."""
+    at = message.find("Root Cause")
+    return ROOT_CAUSE.search(message, at if at >= 0 else 0)
+
+
+def worker_teardown(run: RunData, message: str) -> tuple[int, int, str, int] | None:
+    """(rank, exit code, signal, pid) when torchrun's report (a ChildFailedError `message`) names
+    a rank that died of a fault signal after it reached diag's exit hook, with no crash of its
+    own: its work ran to the end and it died in interpreter teardown."""
+    root = root_cause(message)
+    code = int(root.group("code")) if root else 0
+    if root is None or -code not in _FAULT_SIGNALS:
+        return None
+    rank = int(root.group("rank"))
+    ended = [p for p in run.processes if p.rank == rank and p.ended]
+    if not ended or any(c.pid == ended[0].pid for c in run.of("crash")):
+        return None
+    return rank, code, _FAULT_SIGNALS[-code], ended[0].pid
+
+
+def teardown_notice(trace: Trace) -> Notice | None:
+    """`_teardown_notice` of a recorded trace (for `diag check`'s recording rule)."""
+    return None if _is_imported(trace) else _teardown_notice(trace, _recording_status(trace))
+
+
+def _teardown_notice(trace: Trace, status: RecordingStatus) -> Notice | None:
+    """The program failed only in interpreter teardown: killed by a fault signal after every
+    recorded process reached diag's exit hook, or (under torchrun) a rank that did. Its work
+    ran to the end, so the findings are not cut short; still a notice, since it failed."""
+    if status.status not in (STATUS_KILLED, STATUS_CRASHED):
+        return None
+    labels = {str(r.get("label")) for r in status.runs if r.get("status") == status.status}
+    runs = [trace.runs[label] for label in labels if label in trace.runs]
+    if not runs or len(runs) != len(labels):
+        return None
+    processes = [p for run in runs for p in run.processes]
+    if status.status == STATUS_KILLED:
+        signals = {str(r.get("signal")) for r in status.runs if r.get("status") == STATUS_KILLED}
+        if not signals <= set(_FAULT_SIGNALS.values()):
+            return None  # a Ctrl-C (SIGINT runs the exit hooks too) or a kill is not this
+        if not processes or not all(p.ended for p in processes):
+            return None
+        if any(run.of("crash") for run in runs):
+            return None  # an uncaught exception on the way out: the crash finding says which
+        message = (
+            f"the program was ended by {status.signal} after its work: all {len(processes)} "
+            "recorded process(es) reached diag's exit hook first, so it died in interpreter "
+            "teardown (a C++ destructor, or a thread still running at exit); the findings cover "
+            "the whole run"
+        )
+        distributed = any(p.rank is not None for p in processes)
+    else:  # torchrun exits 1 when a worker dies: its report names the rank
+        found = []
+        for run in runs:
+            for crash in run.of("crash"):
+                if not str(crash.data.get("type") or "").endswith("ChildFailedError"):
+                    return None  # a crash of its own: the crash finding says what it was
+                found.append(worker_teardown(run, str(crash.data.get("message") or "")))
+        workers = [p for p in processes if p.rank is not None]
+        first = found[0] if found else None
+        if first is None or None in found or not all(p.ended for p in workers):
+            return None
+        rank, _, signal, _ = first
+        message = (
+            f"the program failed after its work: torchrun reported rank {rank} ended by {signal}, "
+            f"and every one of the {len(workers)} recorded rank(s) had reached diag's exit hook "
+            "first, so it died in interpreter teardown; the findings cover the whole run"
+        )
+        distributed = True
+    how = (
+        TEARDOWN_FIX
+        if distributed
+        else "the program's stderr names what terminated at exit (a native extension's "
+        "destructor, a thread left running); run it without diag to confirm it fails the same way"
+    )
     return Notice(RECORDING_INCOMPLETE, message, how)
 
 

@@ -33,6 +33,7 @@ from diag.findings import Finding
 from diag.frames import label as frame_label
 from diag.paths import shown_location
 from diag.rank_merge import merge_rank_findings, merge_rank_violations, world_sizes
+from diag.status import teardown_notice
 from diag.trace.format import BOOTSTRAP_ERRORS, STATUS_COMPLETE
 from diag.trace.run import Compile, Frame, RunData, Trace
 
@@ -60,7 +61,16 @@ def trace_rules(trace: Trace, policy: Policy, allow: Allowlist) -> list[RuleResu
 def recording_rule(trace: Trace, policy: Policy) -> RuleResult:
     result = RuleResult("recording", "")
     status = trace.manifest.get("status")
-    if status != STATUS_COMPLETE:
+    teardown = teardown_notice(trace) if status != STATUS_COMPLETE else None
+    if teardown is not None:  # the program failed, but only after its work: say so
+        result.violations.append(
+            Violation(
+                f"the recording did not complete (status {status!r}): {teardown.message}",
+                [f"runs: {_run_statuses(trace)}", f"how: {teardown.how}"],
+                key="recording:status",
+            )
+        )
+    elif status != STATUS_COMPLETE:
         result.violations.append(
             Violation(
                 f"the recording did not complete (status {status!r}): what happened after the "
