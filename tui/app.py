@@ -18,6 +18,8 @@ from textual.widgets import Footer, Input, ProgressBar, Static, TabbedContent, T
 from textual.worker import get_current_worker
 
 from diag.errors import DiagError
+from diag.trace import parallel
+from diag.trace.format import RUNS_DIR
 
 from .cache import CacheView
 from .compiles import CompilesView
@@ -39,6 +41,14 @@ SCREENS = (
     ("offload", "5 Offload"),
     ("cache", "6 Cache"),
 )
+
+
+def _many_processes(path: Path) -> bool:
+    """More than one recorded process (ranks): the loader may read them in a worker pool."""
+    try:
+        return sum(1 for run in (path / RUNS_DIR).iterdir() for _ in run.iterdir()) > 1
+    except OSError:
+        return False
 
 
 class _Cancelled(Exception):
@@ -70,6 +80,8 @@ class DiagApp(App[None]):
         self.loaded = False
         self.error: str | None = None
         self._back_to = "overview"
+        if _many_processes(path) or (against is not None and _many_processes(against)):
+            parallel.prepare_for_threads()  # before Textual replaces sys.stderr
 
     # --- layout ------------------------------------------------------------------------------
 

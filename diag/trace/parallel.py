@@ -16,7 +16,8 @@ writes the window's Kineto cache, so the next open is fast.
 Workers are forked when the reading process has one thread (`diag analyze`, `diag check`):
 they start in milliseconds and run nothing again. A process with threads (the TUI loads in
 one) cannot fork safely and gets fresh interpreters (`spawn`, about 0.1-0.2 s each, which
-import the program's `__main__` again as multiprocessing does: diag's own commands guard it).
+import the program's `__main__` again as multiprocessing does: diag's own commands guard it);
+the TUI calls `prepare_for_threads()` before Textual takes over stdio.
 Small inputs are read serially. Anything that goes wrong in the pool (a worker killed, no
 semaphores in a sandbox) falls back to the serial reader, which raises the error a person
 should see.
@@ -41,6 +42,26 @@ if TYPE_CHECKING:
 #: spawning where stdio is not a plain descriptor (Textual's headless driver). Any exception
 #: means: read serially, where a real reader error is raised again, as a person should see it.
 _POOL_ERRORS = (Exception,)
+
+
+#: Why the last pool failed (its exception), and how many pools did their work, in this
+#: process: what tests read to tell a parallel read from the serial fallback.
+last_pool_error: str | None = None
+pools_completed = 0
+
+
+def prepare_for_threads() -> None:
+    """Start multiprocessing's resource tracker now, from a thread whose sys.stderr is still the
+    process's own. A spawned pool starts the tracker on first use and hands it
+    `sys.stderr.fileno()`; inside a Textual app (which replaces sys.stderr with an object
+    whose descriptor is -1) that fails, `ValueError: bad value(s) in fds_to_keep`, and the
+    TUI read every rank serially. Cheap when already running; a no-op where there is none."""
+    try:
+        from multiprocessing import resource_tracker
+
+        resource_tracker.ensure_running()
+    except Exception:  # noqa: BLE001 - no tracker (a sandbox): the pool falls back as before
+        return
 
 
 def worker_count(tasks: int) -> int:
@@ -115,8 +136,10 @@ def read_event_files(run: Any, paths: Sequence[Path]) -> bool:
                     chunksize=max(1, len(paths) // (workers * 4)),
                 )
             )
-    except _POOL_ERRORS:
+    except _POOL_ERRORS as exc:
+        _failed(exc)
         return False
+    _completed()
     for part in parts:
         run.processes.extend(part.processes)
         run.requests.extend(part.requests)
@@ -204,6 +227,18 @@ def profile_windows(
                     done[path] = result
                 if progress is not None:
                     progress(_size(path))
-    except _POOL_ERRORS:
+    except _POOL_ERRORS as exc:
+        _failed(exc)
         return done
+    _completed()
     return done
+
+
+def _completed() -> None:
+    global pools_completed
+    pools_completed += 1
+
+
+def _failed(exc: BaseException) -> None:
+    global last_pool_error
+    last_pool_error = f"{type(exc).__name__}: {exc}"
