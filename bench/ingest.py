@@ -13,6 +13,11 @@ cutting the trace into profiler steps (what `diag analyze --kineto` does next).
     python bench/ingest.py                                  # 50, 250, 1000 MB; 3 repeats
     python bench/ingest.py --sizes 50,250 --repeats 1 --hta-repeats 1
     python bench/ingest.py --trace big.json.gz --json
+    git archive COMMIT diag | tar -x -C /tmp/base && python bench/ingest.py --baseline /tmp/base
+
+--baseline DIR also opens each trace with the diag package in DIR (first open and cached, in
+the same alternation, its own cache folder): a before/after measured side by side, which on a
+shared machine is the comparison to trust more than either table on its own.
 
 HTA is `TraceAnalysis(trace_dir=...)` with HTA_DISABLE_NS_ROUNDING=1, what an HTA user runs
 first; it takes minutes at 1 GB, so it runs --hta-repeats times (default 1) at each size.
@@ -109,7 +114,7 @@ print(json.dumps({"seconds": seconds, "rows": trace.event_count, "kernels": kern
                   "steps": len(profiles), "cpu_s": time.process_time(),
                   "ingest_cpu_s": ingest_cpu_s,
                   "start_s": started - spawned, "import_s": imported - started, "parts": parts,
-                  "inflate": kineto._INFLATE.__name__}))
+                  "inflate": kineto._INFLATE.__name__, "module": kineto.__file__}))
 """
 
 VARIANTS = {
@@ -117,11 +122,21 @@ VARIANTS = {
     "diag-first": "diag first open (parse + cache write)",
     "diag-cached": "diag cached open",
 }
+BASELINE_VARIANTS = {
+    "base-first": "baseline diag first open",
+    "base-cached": "baseline diag cached open",
+}
 
 
-def run_child(mode: str, trace: Path, cache: Path, cpu: int | None) -> dict[str, Any]:
-    """One ingest in a fresh interpreter: its own timing, and its peak RSS from wait4."""
+def run_child(
+    mode: str, trace: Path, cache: Path, cpu: int | None, baseline: Path | None = None
+) -> dict[str, Any]:
+    """One ingest in a fresh interpreter: its own timing, and its peak RSS from wait4.
+    A base-* mode imports diag from `baseline` (first on PYTHONPATH)."""
     env = {**os.environ, "PYTHONHASHSEED": "0"}
+    if mode.startswith("base-"):
+        assert baseline is not None
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(baseline), env.get("PYTHONPATH")]))
 
     def pin() -> None:
         if cpu is not None:
@@ -130,11 +145,13 @@ def run_child(mode: str, trace: Path, cache: Path, cpu: int | None) -> dict[str,
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         spawned = time.time()
         proc = subprocess.Popen(
-            [sys.executable, "-c", CHILD, mode, str(trace), str(cache), repr(spawned)],
+            [sys.executable, "-c", CHILD, mode, os.path.abspath(trace), os.path.abspath(cache)]
+            + [repr(spawned)],
             stdout=out,
             stderr=err,
             env=env,
             preexec_fn=pin if cpu is not None else None,  # noqa: PLW1509 (no threads here)
+            cwd=baseline if mode.startswith("base-") else None,  # sys.path[0] is the cwd
         )
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -184,17 +201,21 @@ def make_traces(work: Path, sizes: list[int], extra: list[Path]) -> list[tuple[s
     return traces
 
 
-def measure(trace: Path, repeats: int, hta_repeats: int, cpu: int | None) -> dict[str, Any]:
-    cache = trace.parent / ".diag-cache"
-    samples: dict[str, list[dict[str, Any]]] = {mode: [] for mode in VARIANTS}
+def measure(
+    trace: Path, repeats: int, hta_repeats: int, cpu: int | None, baseline: Path | None = None
+) -> dict[str, Any]:
+    caches = {"diag": trace.parent / ".diag-cache", "base": trace.parent / ".diag-cache-base"}
+    modes = {**VARIANTS, **(BASELINE_VARIANTS if baseline is not None else {})}
+    samples: dict[str, list[dict[str, Any]]] = {mode: [] for mode in modes}
     for repeat in range(max(repeats, hta_repeats)):
-        for mode in VARIANTS:
+        for mode in modes:
             if repeat >= (hta_repeats if mode == "hta" else repeats):
                 continue
-            if mode == "diag-first":
+            cache = caches["base" if mode.startswith("base-") else "diag"]
+            if mode.endswith("-first"):
                 shutil.rmtree(cache, ignore_errors=True)
             try:
-                sample = run_child(mode, trace, cache, None if mode == "hta" else cpu)
+                sample = run_child(mode, trace, cache, None if mode == "hta" else cpu, baseline)
             except RuntimeError as exc:
                 if mode != "hta":
                     raise SystemExit(str(exc)) from None
@@ -202,11 +223,12 @@ def measure(trace: Path, repeats: int, hta_repeats: int, cpu: int | None) -> dic
                 continue
             samples[mode].append(sample)
             print(
-                f"  [{repeat + 1}] {VARIANTS[mode]:<40} {sample['seconds']:8.2f} s "
+                f"  [{repeat + 1}] {modes[mode]:<40} {sample['seconds']:8.2f} s "
                 f"{sample['peak_rss_mb']:8.0f} MB  load {os.getloadavg()[0]:.2f}",
                 file=sys.stderr,
             )
-    shutil.rmtree(cache, ignore_errors=True)
+    for cache in caches.values():
+        shutil.rmtree(cache, ignore_errors=True)
     summary: dict[str, Any] = {}
     for mode, runs in samples.items():
         if not runs:
@@ -229,6 +251,7 @@ def measure(trace: Path, repeats: int, hta_repeats: int, cpu: int | None) -> dic
             summary[mode]["ingest_cpu_s"] = statistics.median(s["ingest_cpu_s"] for s in runs)
             summary[mode]["steps"] = runs[0]["steps"]
             summary[mode]["inflate"] = runs[0]["inflate"]
+            summary[mode]["module"] = runs[0]["module"]
     return summary
 
 
@@ -320,6 +343,25 @@ def table(info: dict[str, Any]) -> str:
             + " ".join(f"{s:.3f}" for s in v["diag-cached"]["runs_s"])
             + (", HTA " + " ".join(f"{s:.1f}" for s in hta["runs_s"]) if hta else "")
         )
+    if all("base-first" in row["variants"] for row in info["traces"]):
+        lines += [
+            "",
+            "against the baseline (side by side, same alternation; medians; baseline "
+            f"{info['traces'][0]['variants']['base-first']['module']}):",
+            f"{'trace':<44} {'base CPU MB/s':>13} {'CPU MB/s':>9} {'CPU base/this':>13} "
+            f"{'base first/cached':>17} {'first/cached':>12} {'base MB':>8} {'diag MB':>8}",
+        ]
+        for row in info["traces"]:
+            v, mb = row["variants"], row["json_mb"]
+            base, this = v["base-first"], v["diag-first"]
+            lines.append(
+                f"{row['name'][:44]:<44} {mb / base['ingest_cpu_s']:13.0f} "
+                f"{mb / this['ingest_cpu_s']:9.0f} "
+                f"{base['ingest_cpu_s'] / this['ingest_cpu_s']:13.2f} "
+                f"{base['median_s'] / v['base-cached']['median_s']:16.1f}x "
+                f"{this['median_s'] / v['diag-cached']['median_s']:11.1f}x "
+                f"{base['peak_rss_mb']:8.0f} {this['peak_rss_mb']:8.0f}"
+            )
     return "\n".join(lines)
 
 
@@ -334,6 +376,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpu", type=int, default=None, help="CPU to pin diag to (last)")
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "diag-ingest")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument(
+        "--baseline", type=Path, help="a folder holding another diag package, run beside this one"
+    )
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s]
     real = list(args.trace)
@@ -350,6 +395,7 @@ def main(argv: list[str] | None = None) -> int:
         "msgspec": metadata.version("msgspec"),
         "traceinsight": metadata.version("traceinsight"),
         "traces": [],
+        "baseline": str(args.baseline) if args.baseline else None,
     }
     traces = make_traces(args.work, sizes, real)
     info["load_before"] = round(os.getloadavg()[0], 2)
@@ -357,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
         mb = json_mb(trace)
         print(f"{name}: {mb:.1f} MB JSON", file=sys.stderr)
         hta_repeats = args.hta_repeats if mb <= args.hta_max_mb else 0
-        variants = measure(trace, args.repeats, hta_repeats, cpu)
+        variants = measure(trace, args.repeats, hta_repeats, cpu, args.baseline)
         info["traces"].append(
             {
                 "name": name,
