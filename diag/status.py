@@ -36,6 +36,7 @@ NO_PROCESS = "no-process"
 PROCESS_CUT_SHORT = "process-cut-short"
 NO_STEPS = "no-steps"
 NO_WARMUP = "no-warmup"
+COLLECTORS_PAUSED = "collectors-paused"
 
 #: How to show diag a program's steps and requests, and its warmup (shared with the summary).
 HOW_STEPS = (
@@ -343,8 +344,36 @@ def _run_exit(trace: Trace, label: str) -> dict[str, Any] | None:
     return next((r for r in _manifest_runs(trace) if r.get("label") == label), None)
 
 
+def _paused_notice(run: RunData) -> Notice | None:
+    """Session.pause() spans: requests and steps served then were not recorded (compiles
+    were), so "no live compile" covers only the recorded requests."""
+    switches = run.of("collectors_paused")
+    if not switches:
+        return None
+    spans, seconds = 0, 0.0
+    since: dict[int, int] = {}
+    for event in switches:
+        if event.data.get("paused") is True:
+            since.setdefault(event.pid, event.t)
+            spans += 1
+        elif event.pid in since:
+            seconds += (event.t - since.pop(event.pid)) / 1e9
+    left = f"; {len(since)} process(es) still paused at the end" if since else ""
+    return Notice(
+        COLLECTORS_PAUSED,
+        f"per-step collection was paused {spans} time(s) in run {run.label} ({seconds:.1f} s "
+        f"in all{left}): requests and steps served while paused are not in the trace, only "
+        "their compiles",
+        "leave the session running (Session.pause() is for overhead benches) to see every request",
+        run.label,
+    )
+
+
 def _run_notices(trace: Trace, run: RunData, imported: bool) -> list[Notice]:
     notices: list[Notice] = []
+    paused = _paused_notice(run)
+    if paused is not None:
+        notices.append(paused)
     errors = bootstrap_errors(run)
     if errors:
         notices.append(
@@ -456,4 +485,6 @@ def not_seen_summary(visibility: Visibility) -> str:
         parts.append("no warmup was identified")
     if PROCESS_CUT_SHORT in kinds:
         parts.append("some processes ended early")
+    if COLLECTORS_PAUSED in kinds:
+        parts.append("some requests were served while collection was paused")
     return "; ".join(parts) or "see the notices above"

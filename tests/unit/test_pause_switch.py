@@ -19,7 +19,9 @@ from typing import Any
 
 from diag.collectors.session import Session
 from diag.collectors.steps import StepTracker
+from diag.status import assess
 from diag.summary import iter_events
+from diag.trace.run import load_trace
 
 FIXTURE_PROGRAM = textwrap.dedent("""
     import json, sys, torch
@@ -130,6 +132,11 @@ def test_a_paused_hand_written_loop_is_neither_stepped_nor_sampled(tmp_path: Pat
     (shapes,) = [e for e in evs if e["ev"] == "call_shapes"]
     assert shapes["calls"] == 7
     assert [e["paused"] for e in evs if e["ev"] == "collectors_paused"] == [True, False]
+    # What was not recorded is said: the paused span is a notice, so no all-clear.
+    visibility = assess(load_trace(trace))
+    [paused] = [n for n in visibility.notices if n.kind == "collectors-paused"]
+    assert paused.message.startswith("per-step collection was paused 1 time(s) in run compiled")
+    assert not visibility.all_clear_possible
 
 
 def test_pause_closes_the_open_request_and_the_tracker_then_writes_nothing(
