@@ -17,8 +17,9 @@ Format (torch/_logging/_internal.py, `TorchLogsFormatter` with trace=True): one 
 number is the pid on current torch, a thread id on old ones); the payload, if any, follows on
 lines that start with a tab, and `has_payload` is the md5 of those lines joined by newlines.
 Files are read in binary blocks of _BLOCK bytes (memory stays flat whatever the log's size): one
-regex search finds where a run of payload lines ends, and only record lines are split and parsed
-one by one (msgspec, with json deciding what msgspec refuses). Only the payloads of the few
+regex iteration finds each line that does not open with a tab and matches its glog prefix (the C
+search steps over the payload lines between), and only record lines are parsed one by one
+(msgspec, with json deciding what msgspec refuses). Only the payloads of the few
 artifacts used here (_KEPT_ARTIFACTS: recompile reasons, graph-break reasons, the torch version)
 are read: their tabs stripped and md5 checked in a few C calls. Every other payload (graphs,
 Inductor's code, chromium events: nearly all of a log's bytes) is stepped over unread and
@@ -317,10 +318,11 @@ class _Scan:
     """The line rules of one log, fed whole lines a block at a time.
 
     A line that opens with a tab is payload: the run of such lines up to the next line that does
-    not is found with one regex search and handed to the open record if it reads its payload,
-    stepped over if it does not, or counted as skipped lines when no record is open. Every other
-    line closes the open record; a blank one is ignored, anything else is parsed as a record or
-    counted as skipped. A record whose payload is not read is handled as soon as it is parsed.
+    not (the gap between two matches of _NEXT_LINE) is handed to the open record if it reads its
+    payload, stepped over if it does not, or counted as skipped lines when no record is open.
+    Every other line closes the open record; a blank one is ignored, anything else is parsed as a
+    record or counted as skipped. A record whose payload is not read is handled as soon as it is
+    parsed.
     """
 
     def __init__(self, builder: _ProcessBuilder, stats: TorchTraceStats) -> None:
