@@ -2,7 +2,8 @@
 
 Per-block compile (LightX2V's run_block, diffusers' block.compile()) sends every block through
 one code object, so that code object's entry count is the number to watch. Only changes are
-written per step; the exit snapshot is complete.
+written per step, and only steps after a compile or reset (or every 32nd) are looked at; the
+exit snapshot is complete.
 """
 
 from __future__ import annotations
@@ -14,6 +15,10 @@ if TYPE_CHECKING:
     from .session import Session
 
 
+#: A step end snapshots the cache entries at least this often, compile or not.
+RECHECK_STEPS = 32
+
+
 class CacheCollector:
     def __init__(self, session: Session) -> None:
         import torch._dynamo.convert_frame as convert_frame
@@ -23,6 +28,23 @@ class CacheCollector:
         self._tracker = convert_frame.input_codes
         self._entries_of = _debug_get_cache_entry_list
         self._last: dict[tuple[str, str, int], int] = {}
+        self._generation: tuple[int, int] | None = None
+        self._steps = 0
+
+    def step_due(self) -> bool:
+        """Whether this step end needs a snapshot: entries only appear by a compile and go by
+        `torch._dynamo.reset()`, both of which the compile collector counts, so a step with
+        neither since the last snapshot is skipped (the walk over every compiled code object
+        is most of a fast step's boundary cost); every `RECHECK_STEPS`th step is taken anyway,
+        for anything that changes entries unseen (a collector that failed, a code object
+        freed)."""
+        compiles = self.session.compiles
+        generation = (compiles.compiles, compiles.epoch) if compiles is not None else None
+        self._steps += 1
+        if generation is not None and generation == self._generation:
+            return self._steps % RECHECK_STEPS == 0
+        self._generation = generation
+        return True
 
     def counts(self) -> dict[tuple[str, str, int], int]:
         result: dict[tuple[str, str, int], int] = {}

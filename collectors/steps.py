@@ -171,7 +171,7 @@ class StepTracker:
         self.step_index = None
         self.steps_done += 1
         cache = self.session.cache
-        if cache is not None:
+        if cache is not None and cache.step_due():
             self.session.guarded(
                 "cache.step",
                 lambda: cache.snapshot("step_end", False, request_id=self.request_id, step=step),
@@ -226,10 +226,23 @@ class StepTracker:
             return None
 
 
+#: (monotonic seconds when read, value) of the last load-average read.
+_load_read: tuple[float, float | None] = (-1e9, None)
+#: The kernel recomputes the load average every 5 s: reading it more often than once a second
+#: (a /proc read, ~15 us) would cost a fast step's boundary a third of its time for nothing.
+_LOAD_EVERY_S = 1.0
+
+
 def _host_load() -> float | None:
     """Runnable tasks per CPU over the last minute (os.getloadavg over os.cpu_count): above 1,
     other work waited for a CPU, and step times carry the host's noise. None where unknown."""
+    global _load_read
+    now = time.monotonic()
+    if now - _load_read[0] < _LOAD_EVERY_S:
+        return _load_read[1]
     try:
-        return round(os.getloadavg()[0] / (os.cpu_count() or 1), 3)
+        value: float | None = round(os.getloadavg()[0] / (os.cpu_count() or 1), 3)
     except (AttributeError, OSError):
-        return None
+        value = None
+    _load_read = (now, value)
+    return value

@@ -15,6 +15,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+#: One encoder for every event: json.dumps with these options builds a new JSONEncoder per
+#: call, a third of an event's cost (same output).
+_encode = json.JSONEncoder(separators=(",", ":"), default=str).encode
+
 
 class EventWriter:
     def __init__(self, path: Path) -> None:
@@ -27,7 +31,7 @@ class EventWriter:
     def emit(self, event: str, **fields: Any) -> None:
         """Write one event now; `t` (monotonic ns) is added unless given."""
         record = {"t": fields.pop("t", None) or time.monotonic_ns(), "ev": event, **fields}
-        line = (json.dumps(record, separators=(",", ":"), default=str) + "\n").encode()
+        line = (_encode(record) + "\n").encode()
         with self._lock:
             if not self._closed:
                 os.write(self._fd, line)
