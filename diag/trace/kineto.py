@@ -31,7 +31,7 @@ import threading
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO, Union, cast
+from typing import Any, BinaryIO, NamedTuple, TypeVar, Union, cast
 
 import msgspec
 
@@ -42,6 +42,7 @@ PARSER_VERSION = 3
 REGION_PREFIX = "diag.region:"
 
 Progress = Callable[[int, int], None]
+_T = TypeVar("_T")
 
 
 class Activity(msgspec.Struct, frozen=True, array_like=True, gc=False):
@@ -91,6 +92,19 @@ class Annotation(msgspec.Struct, frozen=True, array_like=True, gc=False):
     ts: float
     dur: float
     tid: int
+
+
+class CpuOpColumns(NamedTuple):
+    """KinetoTrace.cpu_ops as columns, in the same order (read_kineto_with_columns): what
+    diag.trace.kinetocache writes, without a pass over the structs to take them back."""
+
+    names: list[str]
+    ts: list[float]
+    dur: list[float]
+    thread_runs: list[tuple[int, int]]  # (tid, how many ops in a row)
+    depth: list[int]
+    region: list[str]
+    region_labels: list[str]  # every value `region` can take, "" first
 
 
 class KinetoTrace(msgspec.Struct):
@@ -564,6 +578,7 @@ class _Builder:
         self.cpu_ext_ids: list[_Id] = []  # as the file has them; ints in finish()
         self.cpu_ext: dict[int, int] = {}  # External id -> op index, made in finish()
         self.cpu_last_end: float | None = None  # the ops' last end, when _cpu_ops had it
+        self.cpu_columns = CpuOpColumns([], [], [], [], [], [], [""])  # made in _cpu_ops
         # runtime and driver calls
         self.rt_name: list[str] = []
         self.rt_ts: list[float] = []
@@ -824,6 +839,13 @@ class _Builder:
         tids = sorted(set(all_tid))
         ops: list[CpuOp] = []
         threads: _Rows = {}
+        # The ops' fields in their output order, for the cache (CpuOpColumns).
+        col_names: list[str] = []
+        col_ts: list[float] = []
+        col_dur: list[float] = []
+        col_tid: list[int] = []
+        col_depth: list[int] = []
+        col_region: list[str] = []
         for tid in tids:
             if len(tids) == 1:  # the usual case: the columns as they are
                 op_names, starts, durs = names, all_ts, all_dur
@@ -843,19 +865,32 @@ class _Builder:
                 self.cpu_last_end = max(ends, default=-math.inf)
             depths = _depths(starts, ends)
             threads[tid] = (starts, ends, op_names)
-            ops.extend(
-                map(
-                    CpuOp,
-                    op_names,
-                    starts,
-                    durs,
-                    itertools.repeat(tid),
-                    depths,
-                    _innermost(regions.get(tid, []), starts),
-                )
-            )
-        if len(tids) > 1:
-            ops.sort(key=_TS)
+            inner = _innermost(regions.get(tid, []), starts)
+            ops.extend(map(CpuOp, op_names, starts, durs, itertools.repeat(tid), depths, inner))
+            if len(tids) == 1:
+                col_names, col_ts, col_dur, col_depth, col_region = (
+                    op_names, starts, durs, depths, inner
+                )  # fmt: skip
+            else:
+                col_names += op_names
+                col_ts += starts
+                col_dur += durs
+                col_tid += itertools.repeat(tid, len(starts))
+                col_depth += depths
+                col_region += inner
+        if len(tids) > 1:  # by start, threads interleaved (a stable sort, as ops.sort would be)
+            by_start = sorted(range(len(ops)), key=col_ts.__getitem__)
+            ops = _permuted(ops, by_start)
+            col_names, col_ts = _permuted(col_names, by_start), _permuted(col_ts, by_start)
+            col_dur, col_tid = _permuted(col_dur, by_start), _permuted(col_tid, by_start)
+            col_depth, col_region = _permuted(col_depth, by_start), _permuted(col_region, by_start)
+            runs = [(tid, len(list(run))) for tid, run in itertools.groupby(col_tid)]
+        else:
+            runs = [(tid, len(ops)) for tid in tids]
+        labels = ["", *(label for intervals in regions.values() for _, _, label in intervals)]
+        self.cpu_columns = CpuOpColumns(
+            col_names, col_ts, col_dur, runs, col_depth, col_region, list(dict.fromkeys(labels))
+        )
         return ops, threads
 
     def _launches(
@@ -961,6 +996,10 @@ _Interval = tuple[float, float, str]  # start, end, label
 _Rows = dict[
     int, tuple[list[float], list[float], list[str]]
 ]  # tid -> starts, ends, names, outer first
+
+
+def _permuted(column: list[_T], order: list[int]) -> list[_T]:
+    return list(map(column.__getitem__, order))
 
 
 def _depths(starts: list[float], ends: list[float]) -> list[int]:
@@ -1089,6 +1128,13 @@ def read_kineto(path: Path, progress: Progress | None = None) -> KinetoTrace:
 
     `progress(done_bytes, total_bytes)` is called after each chunk of the file.
     """
+    return read_kineto_with_columns(path, progress)[0]
+
+
+def read_kineto_with_columns(
+    path: Path, progress: Progress | None = None
+) -> tuple[KinetoTrace, CpuOpColumns]:
+    """read_kineto, and the trace's CPU ops as columns too (for the cache)."""
     path = Path(path)
     source = _Source(path)
     builder = _Builder()
@@ -1104,7 +1150,7 @@ def read_kineto(path: Path, progress: Progress | None = None) -> KinetoTrace:
         base = doc.baseTimeNanoseconds
         trace = builder.finish(str(path), int(base) if isinstance(base, int | float) else 0)
         trace.devices = _device_names(doc.deviceProperties)
-        return trace
+        return trace, builder.cpu_columns
 
 
 _DECODE_DEVICES = msgspec.json.Decoder(list[_RawDevice])

@@ -35,7 +35,16 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from diag.trace.format import CACHE_DIR
-from diag.trace.kineto import PARSER_VERSION, Activity, KinetoTrace, Progress, read_kineto
+from diag.trace.kineto import (
+    PARSER_VERSION,
+    Activity,
+    CpuOp,
+    CpuOpColumns,
+    KinetoTrace,
+    Progress,
+    read_kineto,
+    read_kineto_with_columns,
+)
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer  # (3.12's collections.abc.Buffer)
@@ -43,7 +52,7 @@ if TYPE_CHECKING:
 __all__ = ["CACHE_DIR", "CACHE_FORMAT", "cache_path", "load_kineto"]
 
 # Bump when the file layout or the KinetoTrace structs change shape.
-CACHE_FORMAT = 2
+CACHE_FORMAT = 3
 MAGIC = b"DIAGKTC\x00"
 _LENGTH = struct.Struct("<I")
 _HEAD_BYTES = 64 << 10
@@ -90,12 +99,67 @@ _Columns: Any = msgspec.defstruct(
 )
 
 
+class _Ops(msgspec.Struct, frozen=True, array_like=True):
+    """The CPU ops as columns: names and regions as indices into their tables, threads as runs
+    (the cached open then shares one string per name and one int per thread, as the first
+    open does, instead of allocating them per op)."""
+
+    names: list[str]
+    name: list[int]
+    ts: list[float]
+    dur: list[float]
+    tid: list[int]  # the thread of each run
+    run: list[int]  # how many ops in a row are on it
+    depth: list[int]
+    regions: list[str]
+    region: list[int]
+
+
 class _Body(msgspec.Struct, frozen=True, array_like=True):
-    """The cached trace: `trace` without its activities, which are `columns`."""
+    """The cached trace: `trace` without its activities and CPU ops, which are columns."""
 
     trace: KinetoTrace
     strings: list[str]
     columns: _Columns
+    ops: _Ops
+
+
+def _op_columns(ops: CpuOpColumns) -> _Ops:
+    names = list(dict.fromkeys(ops.names))
+    name_index = {name: i for i, name in enumerate(names)}.__getitem__
+    region_index = {label: i for i, label in enumerate(ops.region_labels)}.__getitem__
+    return _Ops(
+        names,
+        list(map(name_index, ops.names)),
+        ops.ts,
+        ops.dur,
+        [tid for tid, _ in ops.thread_runs],
+        [count for _, count in ops.thread_runs],
+        ops.depth,
+        ops.region_labels,
+        list(map(region_index, ops.region)),
+    )
+
+
+def _cpu_ops(ops: _Ops) -> list[CpuOp]:
+    """The CPU ops back from their columns; ValueError or IndexError when not ours."""
+    count = len(ops.name)
+    if min(ops.run, default=0) < 0 or sum(ops.run) != count or len(ops.tid) != len(ops.run):
+        raise ValueError("CPU op thread runs that do not cover the ops")
+    if any(len(column) != count for column in (ops.ts, ops.dur, ops.depth, ops.region)):
+        raise ValueError("CPU op columns of different lengths")
+    tids = itertools.chain.from_iterable(map(itertools.repeat, ops.tid, ops.run))
+    return list(
+        map(
+            CpuOp,
+            map(ops.names.__getitem__, ops.name),
+            ops.ts,
+            ops.dur,
+            tids,
+            ops.depth,
+            map(ops.regions.__getitem__, ops.region),
+        )
+    )
 
 
 def _activity_columns(activities: list[Activity]) -> tuple[list[str], list[list[Any]]]:
@@ -155,8 +219,8 @@ def load_kineto(
         if progress is not None:
             progress(header.size, header.size)
         return cached
-    trace = read_kineto(path, progress)
-    _write(target, header, trace)
+    trace, ops = read_kineto_with_columns(path, progress)
+    _write(target, header, trace, ops)
     return trace
 
 
@@ -225,19 +289,20 @@ def _read(target: Path, expected: _Header) -> KinetoTrace | None:
                     cached = _DECODE_BODY.decode(body)
         trace = cached.trace
         trace.activities = _activities(cached.strings, cached.columns)
+        trace.cpu_ops = _cpu_ops(cached.ops)
         return trace
     except (OSError, msgspec.MsgspecError, ValueError, TypeError, IndexError, BufferError):
         return None
 
 
-def _write(target: Path, header: _Header, trace: KinetoTrace) -> None:
+def _write(target: Path, header: _Header, trace: KinetoTrace, ops: CpuOpColumns) -> None:
     """Write atomically; any failure (read-only folder, full disk) just leaves no cache."""
     temporary: str | None = None
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         strings, columns = _activity_columns(trace.activities)
-        rest = msgspec.structs.replace(trace, activities=[])
-        body = _ENCODE.encode(_Body(rest, strings, _Columns(*columns)))
+        rest = msgspec.structs.replace(trace, activities=[], cpu_ops=[])
+        body = _ENCODE.encode(_Body(rest, strings, _Columns(*columns), _op_columns(ops)))
         head = _ENCODE.encode(_Stamp(header, len(body), _CRC32(body)))
         descriptor, temporary = tempfile.mkstemp(prefix=".tmp-", dir=target.parent)
         os.fchmod(descriptor, 0o644)  # mkstemp's 0600 would hide the cache from other readers

@@ -6,11 +6,12 @@ import os
 import shutil
 from pathlib import Path
 
+import msgspec
 import pytest
 
 import diag.trace.kinetocache as kinetocache
 from diag.errors import DiagError
-from diag.trace.kineto import KinetoTrace, read_kineto
+from diag.trace.kineto import KinetoTrace, read_kineto, read_kineto_with_columns
 from diag.trace.kinetocache import CACHE_DIR, MAGIC, cache_path, load_kineto
 
 H200 = Path(__file__).resolve().parents[1] / "data" / "h200"
@@ -40,7 +41,12 @@ def parses(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
         calls.append(path)
         return read_kineto(path)
 
+    def counting_with_columns(path: Path, progress: object = None) -> tuple[KinetoTrace, object]:
+        calls.append(path)
+        return read_kineto_with_columns(path)
+
     monkeypatch.setattr(kinetocache, "read_kineto", counting)
+    monkeypatch.setattr(kinetocache, "read_kineto_with_columns", counting_with_columns)
     return calls
 
 
@@ -187,6 +193,35 @@ def test_cache_with_inconsistent_activity_columns_is_rebuilt(
     )
     load_kineto(_window(trace_dir), cache)
     monkeypatch.setattr(kinetocache, "_activity_columns", honest)
+    assert load_kineto(_window(trace_dir), cache) == expected
+    assert len(parses) == 2
+    assert load_kineto(_window(trace_dir), cache) == expected  # rewritten, now from the cache
+    assert len(parses) == 2
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda ops: msgspec.structs.replace(
+            ops, run=[ops.run[0] - 1, *ops.run[1:]]
+        ),  # one op short
+        lambda ops: msgspec.structs.replace(ops, dur=ops.dur[:-1]),
+        lambda ops: msgspec.structs.replace(ops, names=ops.names[:1]),  # indices past the table
+    ],
+    ids=["thread-runs", "short-column", "index-past-table"],
+)
+def test_cache_with_inconsistent_cpu_op_columns_is_rebuilt(
+    trace_dir: Path, parses: list[Path], monkeypatch: pytest.MonkeyPatch, damage: object
+) -> None:
+    """Likewise for the CPU ops' columns (made by wrapping the writer, not something diag
+    writes): a body that decodes and passes its CRC but does not line up is rebuilt."""
+    cache = trace_dir / CACHE_DIR
+    expected = read_kineto(_window(trace_dir))
+    assert len({op.name for op in expected.cpu_ops}) > 1
+    honest = kinetocache._op_columns
+    monkeypatch.setattr(kinetocache, "_op_columns", lambda ops: damage(honest(ops)))  # type: ignore[operator]
+    load_kineto(_window(trace_dir), cache)
+    monkeypatch.setattr(kinetocache, "_op_columns", honest)
     assert load_kineto(_window(trace_dir), cache) == expected
     assert len(parses) == 2
     assert load_kineto(_window(trace_dir), cache) == expected  # rewritten, now from the cache
