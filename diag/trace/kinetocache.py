@@ -10,9 +10,11 @@ no pickle, nothing in the file is executed.
     <trace dir>/.diag-cache/<source path relative to the trace dir, '/' as '__'>.msgpack
     = MAGIC, u32 stamp length, msgpack stamp (source header, body size and crc32), msgpack body
 
-The body is the trace with its GPU activities as columns, their strings as indices into one
-table: a kernel name is written once, not once per launch, and the cached open builds the
-activities with a C-level map instead of decoding a string per field (~2x faster for them).
+The body is the trace with its GPU activities and CPU ops as columns, their strings as indices
+into tables and the ops' threads as runs: a kernel or op name is written once, not once per
+event, and the cached open builds the structs with C-level maps that share one string per name
+(as the first open does) instead of decoding a string per field (at 1 GB: 0.73 -> 0.60 s and
+589 -> 425 MB).
 """
 
 from __future__ import annotations
