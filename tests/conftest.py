@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -12,6 +13,13 @@ from pathlib import Path
 import pytest
 
 from diag.trace.run import Trace, load_trace
+
+# A shell's background job (`cmd &` with no job control) starts with SIGINT ignored, and every
+# process it starts inherits that. diag record keeps an ignored signal ignored, as it should, so
+# the tests that send SIGINT would see nothing reach the program: give the processes the tests
+# start the disposition of an interactive shell (a Python handler here: SIG_DFL after exec).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 RecordFixture = Callable[..., Trace]
 

@@ -74,7 +74,9 @@ def test_unwarmed_shape_r1_step0_is_the_compile(record_fixture: RecordFixture) -
     """r1's step 0 recompiles (~1 s on an idle CPU against ~12 ms steps): flagged, attributed."""
     trace = record_fixture("unwarmed-shape")
     truth = expectation("unwarmed-shape", "wan").live_recompiles[0]
-    finding = _only(analyze(trace))
+    # On a loaded host r0's step 0 can be slow with no cause in the trace: that is an INFO
+    # "too noisy to judge" finding (test_clean_run_has_no_warning), not this one.
+    finding = _only([f for f in analyze(trace) if not f.data.get("too_noisy")])
     assert finding.id == f"step0-spike:{truth.request_id}"
     assert finding.severity == "warning"
     assert finding.data["cause"] == "compile"

@@ -59,7 +59,8 @@ def test_guard_churn_heads_its_recompiles_entries_and_spikes(
 
 def test_a_live_compile_heads_the_spike_it_caused(record_fixture: RecordFixture) -> None:
     findings = analyze(record_fixture("unwarmed-shape"))
-    spike = next(f for f in findings if f.analyzer == "step0-spike")
+    # Not an INFO "too noisy to judge" spike a loaded host can add for r0 (never grouped).
+    spike = next(f for f in findings if f.analyzer == "step0-spike" and not f.data.get("too_noisy"))
     head = next(f for f in findings if f.id == spike.group)
     assert head.analyzer == "live-compile" and head.severity == "error"
     assert head.related == [spike.id]
