@@ -10,6 +10,7 @@ exit hooks ran. Everything else is real: torch.compile, torchrun, gloo, diag rec
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -36,9 +37,20 @@ with diag.request():
 """
 
 
-def _analyze(trace: Path, *args: str) -> dict:
-    import subprocess
+def _record_two_ranks(tmp_path: Path, app: Path) -> subprocess.CompletedProcess[str]:
+    torchrun = str(Path(sys.executable).with_name("torchrun"))
+    return diag_record(
+        tmp_path / "t",
+        torchrun,
+        "--standalone",
+        "--nproc_per_node",
+        "2",
+        str(app),
+        options=("--profile", "none"),
+    )
 
+
+def _analyze(trace: Path, *args: str) -> dict:
     done = subprocess.run(
         [PYTHON, "-m", "diag", "analyze", str(trace), "--json", *args],
         capture_output=True,
@@ -50,8 +62,6 @@ def _analyze(trace: Path, *args: str) -> dict:
 
 
 def _check(trace: Path) -> str:
-    import subprocess
-
     done = subprocess.run(
         [PYTHON, "-m", "diag", "check", str(trace)], capture_output=True, text=True, timeout=120
     )
@@ -87,16 +97,7 @@ def test_a_torchrun_rank_aborting_at_exit_names_destroy_process_group(tmp_path: 
     """)
     app = tmp_path / "app.py"
     app.write_text(PROGRAM.format(setup=setup, aborts="dist.get_rank() == 0"))
-    torchrun = str(Path(sys.executable).with_name("torchrun"))
-    proc = diag_record(
-        tmp_path / "t",
-        torchrun,
-        "--standalone",
-        "--nproc_per_node",
-        "2",
-        str(app),
-        options=("--profile", "none"),
-    )
+    proc = _record_two_ranks(tmp_path, app)
     assert proc.returncode != 0, proc.stderr
     document = _analyze(tmp_path / "t")
     crashes = [f for f in document["findings"] if f["analyzer"] == "crash"]
@@ -124,16 +125,7 @@ def test_a_torchrun_rank_that_raises_stays_a_crash(tmp_path: Path) -> None:
     """)
     app = tmp_path / "app.py"
     app.write_text(PROGRAM.format(setup=setup, aborts="False"))
-    torchrun = str(Path(sys.executable).with_name("torchrun"))
-    diag_record(
-        tmp_path / "t",
-        torchrun,
-        "--standalone",
-        "--nproc_per_node",
-        "2",
-        str(app),
-        options=("--profile", "none"),
-    )
+    _record_two_ranks(tmp_path, app)
     document = _analyze(tmp_path / "t")
     kinds = [f["data"]["kind"] for f in document["findings"] if f["analyzer"] == "crash"]
     assert "worker-teardown" not in kinds and kinds, kinds
