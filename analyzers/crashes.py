@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from diag.findings import Finding
-from diag.status import TEARDOWN_FIX, root_cause, worker_teardown
+from diag.status import TEARDOWN_FIX, is_launcher_report, root_cause, worker_teardown
 from diag.trace.run import Event, RunData, Step, Trace
 
 from .common import id_suffix, process_lines
@@ -38,8 +38,8 @@ def analyze(trace: Trace) -> list[Finding]:
         for crash in crashes:
             if compile_crash(run, crash) is not None:
                 continue
-            if _is_launcher_report(crash) and any(
-                not _is_launcher_report(other) for other in crashes
+            if is_launcher_report(crash) and any(
+                not is_launcher_report(other) for other in crashes
             ):
                 continue  # torchrun's echo of a worker's crash, which is the headline
             finding = _finding(trace, run, crash, 0)
@@ -147,11 +147,6 @@ def _worker_teardown(run: RunData, message: str) -> tuple[str, str, str, str] | 
         f"rank {rank} (pid {pid}) reached diag's exit hook before it died (exit code {code}, "
         f"{signal}): it died in teardown, not during its work",
     )
-
-
-def _is_launcher_report(crash: Event) -> bool:
-    """torchrun's own exception when a worker failed (the elastic agent's ChildFailedError)."""
-    return str(crash.data.get("type") or "").endswith("ChildFailedError")
 
 
 def _explain(

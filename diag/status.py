@@ -27,7 +27,7 @@ from diag.trace.format import (
     STATUS_KILLED,
     STATUS_RUNNING,
 )
-from diag.trace.run import RunData, Trace
+from diag.trace.run import Event, RunData, Trace
 
 # Notice kinds (docs/FINDINGS.md).
 RECORDING_INCOMPLETE = "recording-incomplete"
@@ -255,6 +255,11 @@ def root_cause(message: str) -> re.Match[str] | None:
     return ROOT_CAUSE.search(message, at if at >= 0 else 0)
 
 
+def is_launcher_report(crash: Event) -> bool:
+    """torchrun's own exception when a worker failed (the elastic agent's ChildFailedError)."""
+    return str(crash.data.get("type") or "").endswith("ChildFailedError")
+
+
 def worker_teardown(run: RunData, message: str) -> tuple[int, int, str, int] | None:
     """(rank, exit code, signal, pid) when torchrun's report (a ChildFailedError `message`) names
     a rank that died of a fault signal after it reached diag's exit hook, with no crash of its
@@ -305,7 +310,7 @@ def _teardown_notice(trace: Trace, status: RecordingStatus) -> Notice | None:
         found = []
         for run in runs:
             for crash in run.of("crash"):
-                if not str(crash.data.get("type") or "").endswith("ChildFailedError"):
+                if not is_launcher_report(crash):
                     return None  # a crash of its own: the crash finding says what it was
                 found.append(worker_teardown(run, str(crash.data.get("message") or "")))
         workers = [p for p in processes if p.rank is not None]
