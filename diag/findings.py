@@ -38,6 +38,10 @@ class Finding:
     #: that echo it; each of those names its headline in `group`.
     related: list[str] = field(default_factory=list)
     group: str | None = None
+    #: The checkable statements behind the text (docs/FINDINGS.md, "Claims"): what happened
+    #: where, and the cause diag read off its evidence. bench/fidelity.py checks them against
+    #: torch's own record.
+    claims: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.severity not in _RANK:
