@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from diag.causes import recompile_cause
 from diag.findings import Finding
 from diag.frames import label as frame_label
 from diag.guards import condition_text
@@ -217,24 +218,34 @@ class _Source:
 
 
 def _sources(run: RunData, frame: Frame) -> list[_Source]:
-    """The guard sources of the frame's recompiles, Python-state sources first."""
+    """The guard sources that caused the frame's recompiles (diag.causes), Python-state sources
+    first; each with the values its entries expected (every entry's failure on that source)."""
     found: dict[tuple[str, str], _Source] = {}
-    spots: dict[tuple[str, str], dict[tuple[int, str, int], set[str]]] = {}
+    compiled_at = {(c.epoch, c.compile_id): (c.pid, c.request_id, c.step) for c in run.compiles}
     hits: list[tuple[tuple[int, ...], Guard]] = []
     for item in run.compiles:
         if item.frame != frame:
             continue
-        for guard in item.guards:
-            hits.append((_attempt(guard.compile_id or item.compile_id), guard))
-            key = (guard.source or _guard_text(guard), guard.kind)
-            entry = found.setdefault(key, _Source(*key))
-            if item.request_id is not None and item.step is not None:
-                spot = (item.pid, item.request_id, item.step)
-                ids = spots.setdefault(key, {}).setdefault(spot, set())
-                ids.add(item.compile_id)
-                entry.within_step = entry.within_step or len(ids) > 1
+        cause = recompile_cause(run, item)
+        if cause is None or cause.guard is None:
+            continue
+        source = cause.guard.source or _guard_text(cause.guard)
+        key = (source, cause.guard.kind)
+        entry = found.setdefault(key, _Source(*key))
+        # Per call site: the entry that failed was compiled earlier in this same step.
+        if cause.entry is not None and item.step is not None:
+            at = compiled_at.get((item.epoch, cause.entry))
+            entry.within_step = entry.within_step or at == (item.pid, item.request_id, item.step)
+        hits.extend(
+            (_attempt(g.compile_id or item.compile_id), g)
+            for g in item.guards
+            if (g.source or _guard_text(g)) == source
+        )
     for _, guard in sorted(hits, key=lambda hit: hit[0]):
-        entry = found[(guard.source or _guard_text(guard), guard.kind)]
+        known = found.get((guard.source or _guard_text(guard), guard.kind))
+        if known is None:
+            continue  # the same source under another kind of guard: not what added entries
+        entry = known
         value = guard.expected if guard.expected is not None else _guard_text(guard)
         if value not in entry.values:
             entry.values.append(value)

@@ -18,6 +18,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from diag.causes import (
+    RecompileCause,
+    cause_guard,
+    cause_line,
+    cause_short,
+    recompile_cause,
+    recompile_claim,
+)
 from diag.findings import Finding
 from diag.frames import label as frame_label
 from diag.guards import (
@@ -98,15 +106,22 @@ def _analyze_run(run: RunData) -> list[Finding]:
         return []
     requests = {(r.pid, r.request_id): r for r in run.requests}
     groups: dict[tuple[int, Frame | None, str], list[Compile]] = {}
+    unmarked: dict[int, list[Compile]] = {}
+    unwarmed = {pid for pid in {c.pid for c in run.compiles} if not warmup_known(run, pid)}
     for item in run.compiles:
         # A limit hit is recompile-limit's, a failed compile compile-failure's headline.
         if item.live and item.request_id is not None and item.result not in _NOT_COMPILED:
-            key = (item.pid, item.frame, item.request_id)
+            if item.pid in unwarmed and _cold(run, item):
+                unmarked.setdefault(item.pid, []).append(item)
+                continue
+            # A graph break's resume function belongs to the frame it resumes.
+            key = (item.pid, _owner_frame(run, item.frame), item.request_id)
             groups.setdefault(key, []).append(item)
     findings = [
         _live_finding(run, compiles, requests.get((pid, rid)))
         for (pid, _, rid), compiles in groups.items()
     ]
+    findings.extend(_cold_finding(run, pid, items) for pid, items in unmarked.items())
     coverage = _coverage_finding(run)
     if coverage is not None:
         findings.append(coverage)
@@ -120,7 +135,7 @@ def _analyze_run(run: RunData) -> list[Finding]:
 
 
 def _live_finding(run: RunData, compiles: list[Compile], request: Request | None) -> Finding:
-    first = compiles[0]
+    first = next((c for c in compiles if not _is_resume(c.frame)), compiles[0])
     frame = frame_label(run, first.frame)
     rid = first.request_id or "?"
     steps = sorted({c.step for c in compiles if c.step is not None})
@@ -130,21 +145,23 @@ def _live_finding(run: RunData, compiles: list[Compile], request: Request | None
     verb = "recompiled" if recompiled else "compiled"
     steps_text = _steps_text(steps)
     title = f"{frame} {verb} during live request {rid} at {steps_text} ({_secs(total)} of compile)"
-    newest = first.guards[0] if first.guards else None
-    if newest is not None:
-        title += f": {_guard_short(newest)}"
+    cause = _first_cause(run, compiles)
+    newest = cause.guard if cause is not None else None
+    if cause is not None:
+        title += f": {cause_short(cause)}"
 
     evidence = [
         f"live request {rid}"
         + (f" (shape {_fmt(shape)})" if shape else "")
         + f": {len(compiles)} compile(s) of {frame} at {steps_text}, {_secs(total)} in all"
     ]
-    evidence.extend(_compile_line(c) for c in compiles)
+    evidence.extend(_compile_line(run, c) for c in compiles)
     coverage: _Coverage | None = None
-    if shape is not None and any(g.kind in _SIZE_KINDS for c in compiles for g in c.guards[:1]):
+    size_guard = _size_guard(run, compiles)
+    if shape is not None and size_guard is not None:
         coverage = _coverage(shape, _warm_shapes(run, first.pid), _names(run, first.pid, shape))
-        evidence.append(_coverage_sentence(coverage, rid, _size_guard(compiles)))
-        evidence.extend(_guard_meaning(_size_guard(compiles), frame))
+        evidence.append(_coverage_sentence(coverage, rid, size_guard))
+        evidence.extend(_guard_meaning(size_guard, frame))
     limit = next(
         (
             c
@@ -193,7 +210,8 @@ def _live_finding(run: RunData, compiles: list[Compile], request: Request | None
             "actual": g.actual,
         }
         for c in compiles
-        for g in c.guards[:1]
+        for g in [cause_guard(run, c)]
+        if g is not None
     ]
     return Finding(
         id=f"{ANALYZER}:{frame}:{rid}{_id_suffix(run, first.pid)}",
@@ -204,9 +222,13 @@ def _live_finding(run: RunData, compiles: list[Compile], request: Request | None
         fix=(
             repeated_dimension_fix(repeated[0])
             if repeated
-            else _fix(newest, shape, uncovered, frame)
+            else _fix(newest, shape, uncovered, frame, cause)
         )
-        + ("" if warmed else f" diag identified no warmup in this process: {HOW_TO_MARK}."),
+        + (
+            ""
+            if warmed
+            else " diag identified no warmup in this process (see the no-warmup finding)."
+        ),
         location=first.frame.location if first.frame is not None else None,
         run=run.label,
         data={
@@ -219,22 +241,101 @@ def _live_finding(run: RunData, compiles: list[Compile], request: Request | None
             "guards": guards,
             "uncovered": uncovered,
         },
+        claims=[recompile_claim(run, c, frame) for c in compiles],
     )
 
 
-def _compile_line(item: Compile) -> str:
+def _first_cause(run: RunData, compiles: list[Compile]) -> RecompileCause | None:
+    """The cause the title names: the first decided one, else the first recompile's."""
+    causes = [cause for c in compiles if (cause := recompile_cause(run, c)) is not None]
+    return next((c for c in causes if c.guard is not None), causes[0] if causes else None)
+
+
+_RESUME = "torch_dynamo_resume_in_"
+
+
+def _is_resume(frame: Frame | None) -> bool:
+    return frame is not None and frame.name.startswith(_RESUME)
+
+
+def _owner_frame(run: RunData, frame: Frame | None) -> Frame | None:
+    """The frame a compile belongs to: Dynamo's resume function after a graph break
+    (`torch_dynamo_resume_in_forward_at_76`) is the rest of `forward` (the one compiled frame of
+    that name in that file; itself when there is none or several)."""
+    if frame is None or not frame.name.startswith(_RESUME):
+        return frame
+    name = frame.name[len(_RESUME) :].rsplit("_at_", 1)[0]
+    owners = {
+        c.frame
+        for c in run.compiles
+        if c.frame is not None and c.frame.name == name and c.frame.file == frame.file
+    }
+    return owners.pop() if len(owners) == 1 else frame
+
+
+def _cold(run: RunData, item: Compile) -> bool:
+    """With no warmup identified: a compile that is part of the cold start, not a recompile
+    traffic caused: anything in the process's first request that compiled, and the first
+    compile of a frame (nothing cached to fail) in any request."""
+    first = next((c.request_id for c in run.compiles if c.pid == item.pid and c.live), None)
+    return item.request_id == first or not item.guards
+
+
+def _cold_finding(run: RunData, pid: int, compiles: list[Compile]) -> Finding:
+    """One finding for a process whose warmup diag could not identify: what compiled cold, how
+    long it took, and how to mark warmup (said once here, not under every frame)."""
+    total = sum(c.duration_s or 0.0 for c in compiles)
+    rids = list(dict.fromkeys(c.request_id or "?" for c in compiles))
+    frames: dict[Frame | None, list[Compile]] = {}
+    for item in compiles:
+        frames.setdefault(_owner_frame(run, item.frame), []).append(item)
+    evidence = [
+        f"{len(compiles)} compile(s) of {len(frames)} frame(s) in {_join(rids)}, "
+        f"{_secs(total)} in all; no request of this process was in a warmup phase, so diag "
+        "cannot tell a warmup call from live traffic",
+    ]
+    for owner, items in list(frames.items())[:6]:
+        label = frame_label(run, owner)
+        resumed = sum(1 for c in items if _is_resume(c.frame))
+        extra = f", {resumed} of them resume functions after graph breaks" if resumed else ""
+        evidence.append(
+            f"{label}: {len(items)} compile(s), {_secs(sum(c.duration_s or 0.0 for c in items))}"
+            f" ({_join(list(dict.fromkeys(c.request_id or '?' for c in items)))}){extra}"
+        )
+    if len(frames) > 6:
+        evidence.append(f"... and {len(frames) - 6} more frame(s)")
+    evidence.extend(_tag_lines(run, pid))
+    first = rids[0]
+    return Finding(
+        id=f"{ANALYZER}:no-warmup{_id_suffix(run, pid)}",
+        analyzer=ANALYZER,
+        severity="warning",
+        title=f"No warmup identified: {_join(rids[:3])}{' ...' if len(rids) > 3 else ''} "
+        f"compiled {_secs(total)} cold ({len(compiles)} compile(s))",
+        evidence=evidence,
+        fix=f"If {first} was warmup, mark it: diag record --warmup-requests 1 (or --warmup-fn "
+        'MOD:QUALNAME, or `with diag.phase("warmup"):` in the program); if it was live '
+        "traffic, warm up before serving.",
+        run=run.label,
+        data={
+            "requests": rids,
+            "compile_ids": [c.compile_id for c in compiles],
+            "compile_s": round(total, 6),
+            "frames": list(dict.fromkeys(frame_label(run, c.frame) for c in compiles)),
+        },
+        claims=[{"kind": "no-warmup", "process": pid, "requests": rids}]
+        + [recompile_claim(run, c, frame_label(run, c.frame)) for c in compiles],
+    )
+
+
+def _compile_line(run: RunData, item: Compile) -> str:
     where = f"step {item.step}" if item.step is not None else "outside a step"
     result = "" if item.result == "ok" else f", result {item.result}"
     line = f"{where}: compile {item.compile_id} took {_secs(item.duration_s or 0.0)}{result}"
-    if not item.guards:
+    cause = recompile_cause(run, item)
+    if cause is None:
         return line + " (first compile of the frame: no cache entry to fail)"
-    line += f"; failing guard (newest entry): {_guard_long(item.guards[0])}"
-    older = item.guards[1:]
-    if older:
-        listed = "; ".join(_guard_short(g, with_id=True) for g in older[:3])
-        more = f" and {len(older) - 3} more" if len(older) > 3 else ""
-        line += f"; older entries rejected it too: {listed}{more}"
-    return line
+    return f"{line}; {cause_line(cause)}"
 
 
 def _guard_meaning(guard: Guard | None, frame: str) -> list[str]:
@@ -250,14 +351,29 @@ def _guard_meaning(guard: Guard | None, frame: str) -> list[str]:
     return [text + (f"; {stride}" if stride else "")]
 
 
-def _size_guard(compiles: list[Compile]) -> Guard | None:
+def _size_guard(run: RunData, compiles: list[Compile]) -> Guard | None:
+    """The first size or stride guard that caused one of these recompiles."""
     for item in compiles:
-        if item.guards and item.guards[0].kind in _SIZE_KINDS:
-            return item.guards[0]
+        guard = cause_guard(run, item)
+        if guard is not None and guard.kind in _SIZE_KINDS:
+            return guard
     return None
 
 
-def _fix(newest: Guard | None, shape: Shape | None, uncovered: list[str], frame: str) -> str:
+def _fix(
+    newest: Guard | None,
+    shape: Shape | None,
+    uncovered: list[str],
+    frame: str,
+    cause: RecompileCause | None = None,
+) -> str:
+    if cause is not None and cause.guard is None:
+        sources = ", ".join(f"`{g.source or g.kind}`" for g in cause.candidates[:3])
+        return (
+            f"diag cannot tell which of {frame}'s cache entries was compiled for this call, so "
+            f"the cause is one of {sources}: warm up what live traffic sends for each, or keep "
+            "those values the same for every call (see the evidence for each entry's failure)."
+        )
     if newest is None:
         return (
             f"Call {frame} in warmup with the inputs live traffic sends, so its first compile "
@@ -398,15 +514,15 @@ def _dim_name(cov: _Coverage, index: int) -> str:
 
 
 def _size_recompiled(run: RunData) -> set[tuple[int, str]]:
-    """(pid, request) pairs with a live compile whose newest failing guard is on a size."""
+    """(pid, request) pairs with a live compile caused by a size or stride guard."""
     return {
         (c.pid, c.request_id)
         for c in run.compiles
         if c.live
         and c.request_id is not None
         and c.result not in _NOT_COMPILED
-        and c.guards
-        and c.guards[0].kind in _SIZE_KINDS
+        and (guard := cause_guard(run, c)) is not None
+        and guard.kind in _SIZE_KINDS
     }
 
 
@@ -426,6 +542,7 @@ def _coverage_finding(run: RunData) -> Finding | None:
     not_covered: list[str] = []
     uncovered_shapes: set[Shape] = set()
     rows: list[dict[str, object]] = []
+    claims: list[dict[str, object]] = []
     # Ranks serve the same requests: a shape is listed once, with the processes that served it.
     by_shape: dict[Shape, list[int]] = {}
     for pid, shape in live:
@@ -461,6 +578,16 @@ def _coverage_finding(run: RunData) -> Finding | None:
                 "uncovered": gaps,
             }
         )
+        claims.append(
+            {
+                "kind": "covered" if cov.covered and not static else "not-covered",
+                "process": pid,
+                "phase": "live",
+                "requests": rids,
+                "shape": list(shape),
+                "dims": gaps,
+            }
+        )
     shapes = {shape for _, shape in live}
     covered_n = len(shapes - uncovered_shapes)
     evidence = [
@@ -473,12 +600,10 @@ def _coverage_finding(run: RunData) -> Finding | None:
         ),
     ]
     if not warm_all and not any(warmup_known(run, pid) for pid, _ in live):
-        evidence.append(f"diag identified no warmup phase in this run: {HOW_TO_MARK}")
-        title = (
-            f"No warmup identified: {len(shapes)} live shape(s) "
-            f"({_join(sorted(_fmt(s) for s in shapes))}) not known to be warmed"
-        )
-    elif not_covered:
+        # Nothing to compare the live shapes with: the no-warmup notice (and live-compile's
+        # no-warmup finding) say so once; a coverage finding would only repeat it.
+        return None
+    if not_covered:
         evidence.append(f"not covered by warmup: {_join(not_covered)}")
         title = (
             f"Warmup covered {covered_n} of {len(shapes)} live shape(s); "
@@ -506,6 +631,7 @@ def _coverage_finding(run: RunData) -> Finding | None:
             "live_shapes": rows,
             "warmup_shapes": [{"shape": list(s), "requests": r} for s, r in warm_all.items()],
         },
+        claims=claims,
     )
 
 
@@ -569,22 +695,6 @@ def _warmup_compiles_finding(run: RunData) -> Finding | None:
 
 
 # --- text helpers ------------------------------------------------------------------------------
-
-
-def _guard_text(guard: Guard) -> str:
-    text = condition_text(guard.raw)
-    if not text:
-        text = f"{guard.source} == {guard.expected}" if guard.source else guard.kind
-    return text[:200]
-
-
-def _guard_short(guard: Guard, with_id: bool = False) -> str:
-    prefix = f"{guard.compile_id} " if with_id and guard.compile_id else ""
-    return f"{prefix}{_guard_text(guard)}"
-
-
-def _guard_long(guard: Guard) -> str:
-    return guard.describe(_guard_text(guard))
 
 
 def _steps_text(steps: list[int]) -> str:

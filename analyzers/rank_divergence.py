@@ -48,6 +48,7 @@ import statistics
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
+from diag.causes import cause_guard, cause_short, recompile_cause
 from diag.findings import Finding
 from diag.frames import label as frame_label
 from diag.frames import labels as frame_labels
@@ -100,6 +101,7 @@ class _Rank:
     rank: int
     process: Process
     offset: int  # added to this process's event times to put them on the shared clock
+    run: RunData | None = None  # its run: recompile causes are read through it (diag.causes)
     steps: dict[StepKey, Step] = field(default_factory=dict)
     order: list[StepKey] = field(default_factory=list)  # by start time
     starts: list[int] = field(default_factory=list)  # of `order`, local clock
@@ -199,7 +201,8 @@ def _ranks(run: RunData) -> list[_Rank]:
     complete = len(offsets) == len(processes) and bool(offsets)
     cross_host = complete and max(offsets) - min(offsets) > SAME_HOST_NS
     ranks = [
-        _Rank(p.rank or 0, p, (p.wall_ns or 0) - p.start_t if cross_host else 0) for p in processes
+        _Rank(p.rank or 0, p, (p.wall_ns or 0) - p.start_t if cross_host else 0, run)
+        for p in processes
     ]
     by_pid = {r.pid: r for r in ranks}
     seen: dict[tuple[int, str], int] = {}
@@ -358,7 +361,7 @@ def _live_finding(
     total = sum(c.duration_s or 0.0 for c in compiles)
     steps = sorted({c.step for c in compiles if c.step is not None})
     where = "step " + ", ".join(map(str, steps)) if steps else "outside a step"
-    guard = next((c.guards[0] for c in compiles if c.guards), None)
+    guard = next((g for c in compiles if (g := cause_guard(run, c)) is not None), None)
     limit = any(c.result == "recompile_limit" for c in compiles)
     verb = (
         "hit the recompile limit on"
@@ -460,11 +463,11 @@ def _compile_lines(
     """One line per compile; with several ranks, the first ranks' and a count of the rest
     (their compiles look alike: the same frame at the same place)."""
     if not several:
-        return [_compile_line(c, frame_label(run, c.frame)) for c in compiles]
+        return [_compile_line(run, c, frame_label(run, c.frame)) for c in compiles]
     tag = {r.pid: r.rank for r in culprits}
     shown = {r.rank for r in culprits[:2]}
     lines = [
-        f"rank {tag[c.pid]}: " + _compile_line(c, frame_label(run, c.frame))
+        f"rank {tag[c.pid]}: " + _compile_line(run, c, frame_label(run, c.frame))
         for c in compiles
         if tag[c.pid] in shown
     ]
@@ -479,7 +482,7 @@ def _compile_lines(
             f"and {ranks_text(rest)}: {sum(1 for c in compiles if tag[c.pid] in rest)} more "
             f"compile(s) of the frame, {_spread(seconds)} per rank"
         )
-    kinds = {(g.kind, g.source) for c in compiles for g in c.guards[:1]}
+    kinds = {(g.kind, g.source) for c in compiles if (g := cause_guard(run, c)) is not None}
     if len(kinds) > 1:
         lines.append(
             "the ranks' failing guards differ: "
@@ -614,7 +617,12 @@ def _causes(rank: _Rank, lo: int, hi: int, key: StepKey | None) -> list[_Cause]:
     compiles, events = rank.between(lo, hi)
     names = frame_labels(c.frame for c in rank.compiles)
     causes = [
-        _Cause("compile", _compile_line(c, names.get(c.frame, "?")), c.duration_s or 0.0, compile=c)
+        _Cause(
+            "compile",
+            _compile_line(rank.run, c, names.get(c.frame, "?")),
+            c.duration_s or 0.0,
+            compile=c,
+        )
         for c in compiles
     ]
     for event in events:
@@ -874,7 +882,7 @@ def _short(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _compile_line(item: Compile, frame: str) -> str:
+def _compile_line(run: RunData | None, item: Compile, frame: str) -> str:
     where = f"step {item.step}" if item.step is not None else "outside a step"
     line = (
         f"{item.request_id or 'no request'} {where}: compile {item.compile_id} of "
@@ -882,8 +890,11 @@ def _compile_line(item: Compile, frame: str) -> str:
     )
     if item.result != "ok":
         line += f", result {item.result}"
-    if item.guards:
-        guard = item.guards[0]
+    cause = recompile_cause(run, item) if run is not None else None
+    if cause is not None and cause.guard is None:
+        line += f"; {cause_short(cause)}"
+    elif cause is not None and cause.guard is not None:
+        guard = cause.guard
         line += f"; failing guard ({guard.kind}): {_short(_guard_text(guard), 200)}"
         if guard.user_location:
             line += f" at {guard.user_location}"

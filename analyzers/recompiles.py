@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from diag.causes import cause_guard, cause_line, cause_short, recompile_cause, recompile_claim
 from diag.findings import Finding
 from diag.frames import run_labels
 from diag.guards import condition_text
@@ -86,15 +87,16 @@ class RepeatedDimension:
         what = "stride" if self.kind == "tensor-stride" else "dim"
         return f"{what} {self.index} of `{self.source}`" if self.index else f"`{self.source}`"
 
+    guards: list[Guard] = field(default_factory=list)  # each compile's cause, in order
+
     @property
     def values(self) -> list[str]:
-        """The sizes the newest entries expected, then the last size called with."""
+        """The sizes the failing entries expected, then the last size called with."""
         values: list[str] = []
-        for item in self.compiles:
-            expected = item.guards[0].expected
-            if expected is not None and expected not in values:
-                values.append(expected)
-        last = self.compiles[-1].guards[0].actual
+        for guard in self.guards:
+            if guard.expected is not None and guard.expected not in values:
+                values.append(guard.expected)
+        last = self.guards[-1].actual if self.guards else None
         if last is not None and last not in values:
             values.append(last)
         return values
@@ -108,14 +110,16 @@ class RepeatedDimension:
 
 
 def repeated_dimensions(run: RunData) -> list[RepeatedDimension]:
-    """Per process and frame, each (guard kind, source, dimension) that failed as the newest
-    entry's guard in REPEATED_SHAPE_RECOMPILES or more recompiles."""
+    """Per process and frame, each (guard kind, source, dimension) that caused
+    REPEATED_SHAPE_RECOMPILES or more recompiles (diag.causes) over at least as many values:
+    a dimension that keeps taking new values and never became dynamic. Two layouts that
+    alternate (a transposed view and a contiguous tensor) are two entries, not this."""
     groups: dict[tuple[int, Frame | None, str, str, str | None], RepeatedDimension] = {}
     for item in run.compiles:
         if item.result == "recompile_limit" or not item.guards:
             continue
-        guard = item.guards[0]
-        if guard.kind not in _SHAPE_KINDS:
+        guard = cause_guard(run, item)
+        if guard is None or guard.kind not in _SHAPE_KINDS:
             continue
         source = guard.source or condition_text(guard.raw)[:120] or guard.kind
         index = _dim_index(guard)
@@ -124,7 +128,57 @@ def repeated_dimensions(run: RunData) -> list[RepeatedDimension]:
         if group is None:
             group = groups[key] = RepeatedDimension(item.pid, item.frame, guard.kind, source, index)
         group.compiles.append(item)
-    return [g for g in groups.values() if len(g.compiles) >= REPEATED_SHAPE_RECOMPILES]
+        group.guards.append(guard)
+    return [
+        g
+        for g in groups.values()
+        if len(g.compiles) >= REPEATED_SHAPE_RECOMPILES
+        and len(g.values) >= REPEATED_SHAPE_RECOMPILES
+    ]
+
+
+def automatic_dynamic_evidence(run: RunData, found: RepeatedDimension) -> str:
+    """What the trace shows about automatic dynamic shapes for this frame: whether any of its
+    compiles made a dimension dynamic (`shape_symbol` events), and how it was compiled."""
+    ids = {
+        (c.epoch, c.compile_id)
+        for c in run.compiles
+        if c.pid == found.pid and c.frame == found.frame
+    }
+    symbols = [
+        e
+        for e in run.of("shape_symbol")
+        if e.pid == found.pid and (e.data.get("epoch") or 0, e.data.get("compile_id")) in ids
+    ]
+    options = compile_options(run, found.pid, found.frame)
+    dynamic = options.get("dynamic", "unknown") if options else "unknown"
+    if symbols:
+        sources = sorted({str(e.data.get("source")) for e in symbols})
+        return (
+            f"automatic dynamic was on for {_name(found.frame)}: its compiles made "
+            f"{len(sources)} dimension(s) dynamic ({', '.join(sources[:3])}), but not "
+            f"{found.dimension}: something keeps it static (torch.compile(dynamic=False), "
+            "mark_static, or code that specialises it: a size of 0 or 1, or read as a Python int)"
+        )
+    if dynamic is False:
+        return (
+            f"{_name(found.frame)} was compiled with torch.compile(dynamic=False): no dimension "
+            "can become dynamic, so every new size compiles a new entry"
+        )
+    return (
+        f"no compile of {_name(found.frame)} made any dimension dynamic: automatic dynamic "
+        "shapes were off for it (torch.compile(dynamic=False), "
+        "torch._dynamo.config.automatic_dynamic_shapes = False, or the dimension marked static)"
+        + ("" if dynamic == "unknown" else f"; torch.compile was called with dynamic={dynamic}")
+    )
+
+
+def compile_options(run: RunData, pid: int, frame: Frame | None) -> dict[str, object]:
+    """The torch.compile options the program gave this frame (`compile_options` events), or {}."""
+    for event in run.of("compile_options"):
+        if event.pid == pid and Frame.from_event(event.data.get("frame")) == frame:
+            return dict(event.data)
+    return {}
 
 
 def repeated_dimension_fix(found: RepeatedDimension) -> str:
@@ -223,9 +277,7 @@ def _repeated_finding(
     seconds = sum(c.duration_s or 0.0 for c in found.compiles)
     evidence = [
         found.sentence(),
-        "automatic dynamic shapes did not make it dynamic: it is off "
-        "(torch._dynamo.config.automatic_dynamic_shapes = False, or torch.compile(dynamic=False)),"
-        " or the dimension is marked static",
+        automatic_dynamic_evidence(run, found),
         f"from compile {first.compile_id} at {clock.since(first)} to compile {last.compile_id} "
         f"at {clock.since(last)} {clock.origin}; {_secs(seconds)} of compile in these recompiles",
     ]
@@ -239,7 +291,7 @@ def _repeated_finding(
                 "every further size would have run eagerly)"
             )
         evidence.append(line)
-    evidence.extend(_compile_line(c, clock) for c in found.compiles[:_MAX_LINES])
+    evidence.extend(_compile_line(run, c, clock) for c in found.compiles[:_MAX_LINES])
     if len(found.compiles) > _MAX_LINES:
         evidence.append(f"... and {len(found.compiles) - _MAX_LINES} more")
     live = [c for c in found.compiles if c.live]
@@ -273,6 +325,7 @@ def _repeated_finding(
             "cache_entries": entries,
             "live": len(live),
         },
+        claims=[recompile_claim(run, c, label) for c in found.compiles],
     )
 
 
@@ -294,8 +347,9 @@ def _frame_finding(
     after = [c for c in items if warm and c.phase != "warmup" and id(c) not in covered]
     own = after or [c for c in recompiles if id(c) not in covered]
     last = own[-1]
-    guard = last.guards[0] if last.guards else None
-    verb = "recompiled" if guard is not None else "compiled"
+    cause = recompile_cause(run, last)
+    guard = cause.guard if cause is not None else None
+    verb = "recompiled" if cause is not None else "compiled"
     if after:
         title = (
             f"{label} {verb} after the warmup phase, outside any request "
@@ -306,8 +360,8 @@ def _frame_finding(
             f"{label} recompiled {len(recompiles)} time(s) with no steps known; "
             f"the last at {clock.since(last)} {clock.origin}"
         )
-    if guard is not None:
-        title += f": {_guard_short(guard)}"
+    if cause is not None:
+        title += f": {cause_short(cause)}"
     evidence = [
         f"{label}: {len(items)} compile(s), {len(recompiles)} recompile(s), "
         f"{_secs(sum(c.duration_s or 0.0 for c in items))} of compile",
@@ -315,7 +369,7 @@ def _frame_finding(
     ]
     previous: Compile | None = None
     for item in items[:_MAX_LINES]:
-        line = _compile_line(item, clock, previous)
+        line = _compile_line(run, item, clock, previous)
         if warm:
             line += " [warmup phase]" if item.phase == "warmup" else " [after the warmup phase]"
         if id(item) in covered and item.guards:
@@ -356,6 +410,7 @@ def _frame_finding(
             "compiles": [_compile_data(c, clock) for c in items],
             "steps_known": False,
         },
+        claims=[recompile_claim(run, c, label) for c in items],
     )
 
 
@@ -476,7 +531,9 @@ def _unknown_sentence(clock: _Clock, warm: bool = False) -> str:
     )
 
 
-def _compile_line(item: Compile, clock: _Clock, previous: Compile | None = None) -> str:
+def _compile_line(
+    run: RunData, item: Compile, clock: _Clock, previous: Compile | None = None
+) -> str:
     line = f"compile {item.compile_id} at {clock.since(item)} {clock.origin}"
     if previous is not None:
         gap = (_start(item) - previous.t) / 1e9
@@ -485,13 +542,10 @@ def _compile_line(item: Compile, clock: _Clock, previous: Compile | None = None)
     line += f" (took {_secs(item.duration_s or 0.0)})"
     if item.result != "ok":
         line += f", result {item.result}"
-    if not item.guards:
+    cause = recompile_cause(run, item)
+    if cause is None:
         return line + ": first compile of the frame"
-    line += f": failing guard (newest entry): {_guard_long(item.guards[0])}"
-    older = len(item.guards) - 1
-    if older:
-        line += f"; {older} older {'entry' if older == 1 else 'entries'} rejected the call too"
-    return line
+    return f"{line}: {cause_line(cause)}"
 
 
 def _compile_data(item: Compile, clock: _Clock) -> dict[str, object]:
@@ -521,18 +575,6 @@ def _name(frame: Frame | None) -> str:
 
 def _location(frame: Frame | None) -> str | None:
     return frame.location if frame is not None else None
-
-
-def _guard_text(guard: Guard) -> str:
-    return condition_text(guard.raw)[:200] or guard.kind
-
-
-def _guard_short(guard: Guard) -> str:
-    return _guard_text(guard)
-
-
-def _guard_long(guard: Guard) -> str:
-    return guard.describe(_guard_text(guard))
 
 
 def _short(values: list[str]) -> str:

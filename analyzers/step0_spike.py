@@ -49,6 +49,7 @@ import bisect
 import statistics
 from dataclasses import dataclass
 
+from diag.causes import cause_short, recompile_cause
 from diag.findings import Finding
 from diag.frames import label as frame_label
 from diag.stats import NOISE_SIGMAS, Sample, sample, stands_out
@@ -492,14 +493,16 @@ def _compile_line(run: RunData, item: Compile) -> str:
     frame = frame_label(run, item.frame)
     result = "" if item.result == "ok" else f", result {item.result}"
     line = f"compile {item.compile_id} of {frame}: {_secs(item.duration_s or 0.0)}{result}"
-    if item.guards:
-        guard = item.guards[0]
-        line += f"; failing guard: {guard.kind} on {guard.source or '?'}"
-        if guard.expected is not None:
-            line += f" (expected {guard.expected}"
-            line += f", actual {guard.actual})" if guard.actual is not None else ")"
-    else:
-        line += "; first compile of the frame"
+    cause = recompile_cause(run, item)
+    if cause is None:
+        return line + "; first compile of the frame"
+    guard = cause.guard
+    if guard is None:
+        return f"{line}; {cause_short(cause)}"
+    line += f"; failing guard: {guard.kind} on {guard.source or '?'}"
+    if guard.expected is not None:
+        line += f" (expected {guard.expected}"
+        line += f", actual {guard.actual})" if guard.actual is not None else ")"
     return line
 
 

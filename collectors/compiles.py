@@ -12,9 +12,10 @@ import dataclasses
 import logging
 import re
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from diag.guards import guard_tree_locations, parse_recompile_reasons
+from diag.guards import guard_tree_locations, guard_tree_tensors, parse_recompile_reasons
 
 from .structured import listen
 from .userframes import innermost_user_frame
@@ -56,16 +57,24 @@ class CompileCollector:
         self.compiles = 0
         # compile id -> the `dynamo_error` traceback torch logs just before a failed compile ends.
         self.errors: dict[str, str] = {}
+        #: Called after each torch._dynamo.reset() (collectors that register Dynamo callbacks).
+        self.after_reset: list[Callable[[], None]] = []
 
     @classmethod
     def install(cls, session: Session) -> CompileCollector:
         collector = cls(session)
         listen(session, "compiles", collector.on_structured)
-        collector._wrap_reset()
+        # Not `torch._dynamo` now: importing it early changes what a program that patches torch
+        # after `import torch` compiles (FACTS). Wrap reset when the program first imports it.
+        from .importhook import on_import
+
+        on_import(
+            "torch._dynamo",
+            lambda module: session.guarded("compiles.reset", collector._wrap_reset, module),
+        )
         return collector
 
-    def _wrap_reset(self) -> None:
-        dynamo = self.session.torch._dynamo
+    def _wrap_reset(self, dynamo: Any) -> None:
         original = dynamo.reset
 
         def reset() -> None:
@@ -74,6 +83,8 @@ class CompileCollector:
             self.frames.clear()
             self.started.clear()
             self.session.emit("dynamo_reset", epoch=self.epoch)
+            for hook in self.after_reset:  # reset clears Dynamo's callbacks: register again
+                self.session.guarded("compiles.after_reset", hook)
 
         reset.__wrapped__ = original  # type: ignore[attr-defined]
         dynamo.reset = reset
@@ -92,14 +103,20 @@ class CompileCollector:
         if "dynamo_cpp_guards_str" in metadata:
             # The compiled entry's guard tree: where in user code each guarded source is read,
             # which a recompile reason on that source (a dict's length) does not say.
+            # Its TENSOR_MATCH guards say which tensors the entry was compiled for: at a later
+            # recompile they tell the entry that could have served the call (diag.causes).
             payload = getattr(record, "payload", None)
-            lines = guard_tree_locations(payload) if isinstance(payload, str) else {}
-            if lines:
+            if not isinstance(payload, str):
+                return
+            lines = guard_tree_locations(payload)
+            tensors = guard_tree_tensors(payload)
+            if lines or tensors:
                 self.session.emit(
                     "guard_sources",
                     compile_id=self._compile_id(metadata),
                     epoch=self.epoch,
                     sources=lines,
+                    tensors=tensors,
                 )
             return
         artifact = metadata.get("artifact")

@@ -477,6 +477,55 @@ _RULES = (
 
 
 # Dynamo names a module it reaches through a global as `G['__import_a_dot_b']` (or bare
+# A TENSOR_MATCH guard of the tree: what the entry expects of one tensor. Dynamic dims are None.
+_TREE_TENSOR = re.compile(
+    r"^check_tensor\((?P<source>.+?), \w+, DispatchKeySet\([^)]*\), (?P<dtype>[\w.]+), "
+    r"device=(?P<device>[^,]+), requires_grad=(?P<grad>\w+), size=\[(?P<size>[^\]]*)\], "
+    r"stride=\[(?P<stride>[^\]]*)\]\)"
+)
+#: At most this many tensors per compile are kept.
+MAX_TREE_TENSORS = 64
+
+
+def guard_tree_tensors(tree: str) -> dict[str, dict[str, object]]:
+    """Per tensor source of one compile's guard tree, what the entry expects of it:
+    `{"dtype": "torch.float32", "device": "None", "size": [1, None, 24], "stride": [...]}`
+    (None: a dynamic dimension). The newest entry was compiled for the call that recompiled,
+    so its tensors are that call's: comparing an older entry's with them tells whether the older
+    entry could have served the call (diag.causes). Sources as recompile reasons write them."""
+    found: dict[str, dict[str, object]] = {}
+    for line in tree.splitlines():
+        match = _TREE_LINE.match(line)
+        if match is None or match.group("name") != "TENSOR_MATCH":
+            continue
+        tensor = _TREE_TENSOR.match(match.group("rest"))
+        if tensor is None:
+            continue
+        source = _TREE_ROOT.sub(lambda m: m.group("name"), readable_source(tensor.group("source")))
+        if source in found:
+            continue
+        found[source] = {
+            "dtype": tensor.group("dtype"),
+            "device": tensor.group("device").strip(),
+            "requires_grad": tensor.group("grad") == "True",
+            "size": _dims(tensor.group("size")),
+            "stride": _dims(tensor.group("stride")),
+        }
+        if len(found) >= MAX_TREE_TENSORS:
+            break
+    return found
+
+
+def _dims(text: str) -> list[int | None]:
+    values: list[int | None] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        values.append(int(part) if part.lstrip("-").isdigit() else None)
+    return values
+
+
 # `__import_a_dot_b`): torch/_dynamo/symbolic_convert.py import_source writes the module path with
 # each "." as "_dot_". Shown as the program spells it: `a.b`.
 _MANGLED_IMPORT = re.compile(

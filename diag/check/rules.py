@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 from collections import Counter
 
+from diag.causes import cause_guard, cause_short, recompile_cause
 from diag.check.allowlist import Allowlist, Subject, compiles_subject, finding_subject
 from diag.check.policy import Policy
 from diag.check.text import (
@@ -223,7 +224,7 @@ def _live_violation(trace: Trace, run: RunData, items: list[Compile], cwd: str |
         f"{frame} {verb} {len(items)} time(s) during live requests ({_positions(items)}), "
         f"{seconds(total)} of compile{run_suffix(run.label)}"
     )
-    evidence = [_compile_line(c) for c in items[:_SHOWN_COMPILES]]
+    evidence = [_compile_line(run, c) for c in items[:_SHOWN_COMPILES]]
     if len(items) > _SHOWN_COMPILES:
         evidence.append(f"... and {len(items) - _SHOWN_COMPILES} more compile(s)")
     if len(run.processes) > 1:
@@ -259,16 +260,19 @@ def _positions(items: list[Compile]) -> str:
     return ", ".join(parts)
 
 
-def _compile_line(item: Compile) -> str:
+def _compile_line(run: RunData, item: Compile) -> str:
     line = f"{where(item)}: compile {item.compile_id} took {seconds(item.duration_s)}"
     if item.result != "ok":
         line += f" (result {item.result})"
-    if not item.guards:
+    cause = recompile_cause(run, item)
+    if cause is None:
         return line + "; first compile of the frame: warmup never reached it"
-    line += f"; failing guard: {guard_line(item.guards[0])}"
+    if cause.guard is None:
+        return f"{line}; {cause_short(cause)}"
+    line += f"; failing guard: {guard_line(cause.guard)}"
     older = len(item.guards) - 1
     if older:
-        line += f" ({older} older cache entr{'y' if older == 1 else 'ies'} rejected the call too)"
+        line += f" ({older} other cache entr{'y' if older == 1 else 'ies'} rejected the call too)"
     return line
 
 
@@ -312,7 +316,7 @@ def cache_entries_rule(trace: Trace, policy: Policy, allow: Allowlist) -> RuleRe
             result.violations.append(
                 Violation(
                     message,
-                    _cache_evidence(trace, entries, len(shapes), compiles),
+                    _cache_evidence(trace, run, entries, len(shapes), compiles),
                     location=location,
                     key=f"cache-entries:{name}{run_suffix(run.label).strip()}",
                 )
@@ -330,14 +334,20 @@ def cache_entries_rule(trace: Trace, policy: Policy, allow: Allowlist) -> RuleRe
     return result
 
 
-def _cache_evidence(trace: Trace, entries: int, shapes: int, compiles: list[Compile]) -> list[str]:
+def _cache_evidence(
+    trace: Trace, run: RunData, entries: int, shapes: int, compiles: list[Compile]
+) -> list[str]:
     phases = Counter(c.phase for c in compiles)
     evidence = [
         f"{entries} entries for {shapes} distinct request shape(s)",
         f"compiles of this frame: {phases.get('warmup', 0)} in warmup, "
         f"{phases.get('live', 0)} live",
     ]
-    sources = Counter(f"{g.source or g.kind} ({g.kind})" for c in compiles for g in c.guards[:1])
+    sources = Counter(
+        f"{g.source or g.kind} ({g.kind})"
+        for c in compiles
+        if (g := cause_guard(run, c)) is not None
+    )
     if sources:
         evidence.append(
             "guards whose failure added entries: "
@@ -346,7 +356,8 @@ def _cache_evidence(trace: Trace, entries: int, shapes: int, compiles: list[Comp
     if entries >= TORCH_RECOMPILE_LIMIT:
         evidence.append(
             f"at torch's default recompile limit ({TORCH_RECOMPILE_LIMIT}) the next variation "
-            "of this frame runs eagerly, with no further compile or message"
+            "of this frame (a call no entry's guards accept) runs eagerly, with no further "
+            "compile or message"
         )
     evidence.append(f"details: diag analyze {trace.path} --only cache-bloat")
     return evidence

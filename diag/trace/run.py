@@ -154,6 +154,8 @@ class Step:
     #: Runnable tasks per CPU (1-minute load average / CPUs) when the step ended; None in
     #: older traces. Above 1 the host was loaded: other work waited for a CPU.
     host_load: float | None = None
+    #: Allocator figures at the step's start (a request's step 0 only, when CUDA was in use).
+    memory_start: dict[str, int] | None = None
 
 
 @dataclass
@@ -229,6 +231,9 @@ class RunData:
     _by_kind: tuple[int, dict[str, list[Event]]] | None = field(default=None, repr=False)
     _entries: tuple[int, dict[Frame, int]] | None = field(default=None, repr=False)
     _tags: tuple[int, dict[int, str]] | None = field(default=None, repr=False)
+    #: diag.causes' memo: each recompile's cause, and the entries' tensors from their guard trees.
+    _causes: dict[int, Any] = field(default_factory=dict, repr=False)
+    _tensor_tables: dict[tuple[int, int, str], Any] | None = field(default=None, repr=False)
 
     @property
     def steps(self) -> list[Step]:
@@ -506,6 +511,9 @@ def _load_process(run: RunData, events_path: Path) -> None:
                 None,
                 pid,
             )
+            memory = data.get("memory")
+            if isinstance(memory, dict):
+                step.memory_start = memory
             open_steps[(rid, step.index)] = step
             if rid in requests:
                 requests[rid].steps.append(step)

@@ -1,0 +1,326 @@
+"""Why a frame recompiled: the one place that reads a recompile's cause off its evidence.
+
+Dynamo checks a call against every cache entry of the frame and recompiles only when all of
+them fail; torch records one failure per entry, newest first. The newest entry's failure is
+often not why *this* call recompiled: when the entries were compiled for different tensor
+layouts (layer 0's input a transposed view, layer 1's contiguous), the newest entry may fail on
+a stride while the entry compiled for this call's layout failed on something else, a global or
+an attribute. That other failure is the cause: fixing it lets that entry serve the call.
+
+Which entry could have served the call is read off the entries' guard trees (the `tensors` of
+`guard_sources` events): an entry expecting other sizes, strides or dtypes than the new entry,
+which was compiled for this very call, could not serve it whatever else it checked. An entry
+whose own failure is a tensor property could not either. When one entry is left, its failure
+is the cause; when every entry failed on the same source, that source is; otherwise the
+evidence does not decide, and the cause says so with every entry's failure.
+
+Analyzers, `check`, the TUI and the report read `recompile_cause` and never pick a guard of
+their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from diag.trace.run import Compile, Guard, RunData
+
+#: Guard kinds that are properties of a tensor argument: an entry failing on one was compiled
+#: for another tensor than the call's, and could not have served it.
+TENSOR_KINDS = frozenset(
+    {
+        "tensor-size",
+        "tensor-stride",
+        "tensor-dtype",
+        "tensor-device",
+        "tensor-requires-grad",
+        "tensor-other",
+    }
+)
+
+#: How the cause's entry was chosen (docs/FINDINGS.md, claims).
+ONLY_ENTRY = "only-entry"  # the frame had one entry: its failure is the cause
+TENSOR_COMPATIBLE = "tensor-compatible"  # the one entry compiled for the call's tensors
+SAME_SOURCE = "all-entries-same-source"  # every entry failed on the same source
+NEW_TENSOR = "new-tensor"  # every entry failed on a tensor property: the call's tensors are new
+UNDECIDED = "undecided"
+
+
+@dataclass(frozen=True)
+class EntryFailure:
+    """One cache entry's failure at a recompile, and whether it could have served the call."""
+
+    entry: str | None  # the entry's compile id
+    guard: Guard
+    #: False: the entry was compiled for other tensors (its failure or its guard tree says so);
+    #: True: its guard tree matches the call's tensors; None: not known.
+    tensors_match: bool | None
+    #: Why it could not serve, in words (`compiled for stride [3072, 1, 128] of hidden_states`).
+    mismatch: str | None = None
+
+
+@dataclass(frozen=True)
+class RecompileCause:
+    """The failing guard that explains one recompile, and how sure diag is of it."""
+
+    #: The guard whose failure made the call recompile; None when the evidence does not decide.
+    guard: Guard | None
+    entry: str | None
+    decided: bool
+    why: str
+    failures: list[EntryFailure] = field(default_factory=list)
+
+    @property
+    def candidates(self) -> list[Guard]:
+        """The failures that could be the cause: the undecided case lists them all."""
+        if self.guard is not None:
+            return [self.guard]
+        possible = [f.guard for f in self.failures if f.tensors_match is not False]
+        return possible or [f.guard for f in self.failures]
+
+    @property
+    def others(self) -> list[EntryFailure]:
+        """The other entries' failures: context, not cause."""
+        return [f for f in self.failures if f.guard is not self.guard]
+
+    @property
+    def kind(self) -> str | None:
+        return self.guard.kind if self.guard is not None else None
+
+    @property
+    def is_tensor(self) -> bool:
+        return self.guard is not None and self.guard.kind in TENSOR_KINDS
+
+    def claim(self) -> dict[str, Any]:
+        """The cause as a claim (docs/FINDINGS.md)."""
+        guard = self.guard
+        return {
+            "entry": self.entry,
+            "guard_kind": guard.kind if guard is not None else None,
+            "source": guard.source if guard is not None else None,
+            "decided": self.decided,
+            "why": self.why,
+        }
+
+
+def recompile_cause(run: RunData, item: Compile) -> RecompileCause | None:
+    """The cause of `item`'s recompile, or None when it was a first compile (no guards)."""
+    if not item.guards:
+        return None
+    found: RecompileCause | None = run._causes.get(id(item))
+    if found is None:
+        found = _decide(item, _tensor_tables(run))
+        run._causes[id(item)] = found
+    return found
+
+
+def cause_guard(run: RunData, item: Compile) -> Guard | None:
+    """The guard that explains `item` (None: a first compile, or a cause not decided)."""
+    cause = recompile_cause(run, item)
+    return cause.guard if cause is not None else None
+
+
+TensorTable = Mapping[str, Mapping[str, Any]]
+
+
+def _tensor_tables(run: RunData) -> dict[tuple[int, int, str], TensorTable]:
+    """(pid, epoch, compile id) -> the entry's tensors, from its guard tree; built once a run."""
+    if run._tensor_tables is not None:
+        return run._tensor_tables
+    tables: dict[tuple[int, int, str], TensorTable] = {}
+    for event in run.of("guard_sources"):
+        tensors = event.data.get("tensors")
+        epoch = event.data.get("epoch")
+        if isinstance(tensors, dict) and tensors:
+            key = (
+                event.pid,
+                epoch if isinstance(epoch, int) else 0,
+                str(event.data.get("compile_id")),
+            )
+            tables[key] = tensors
+    run._tensor_tables = tables
+    return tables
+
+
+def _decide(item: Compile, tables: dict[tuple[int, int, str], TensorTable]) -> RecompileCause:
+    by_entry: dict[str | None, Guard] = {}
+    for guard in item.guards:  # one failure per entry; verbose logs may give several
+        by_entry.setdefault(guard.compile_id, guard)
+    call = tables.get((item.pid, item.epoch, item.compile_id))
+    failures = [
+        _entry_failure(entry, guard, tables.get((item.pid, item.epoch, str(entry))), call)
+        for entry, guard in by_entry.items()
+    ]
+    if len(failures) == 1:
+        only = failures[0]
+        return RecompileCause(only.guard, only.entry, True, ONLY_ENTRY, failures)
+    possible = [f for f in failures if f.tensors_match is not False]
+    sources = {(f.guard.kind, f.guard.source) for f in failures}
+    if len(possible) == 1:
+        chosen = possible[0]
+        # Decided only when the others are proven unable to serve the call and the chosen one
+        # is known to fit it (its guard tree matches the call's); else it is the likeliest.
+        decided = chosen.tensors_match is True or len(sources) == 1
+        return RecompileCause(
+            chosen.guard,
+            chosen.entry,
+            decided,
+            TENSOR_COMPATIBLE if decided else UNDECIDED,
+            failures,
+        )
+    if len(sources) == 1:
+        first = failures[0]
+        return RecompileCause(first.guard, first.entry, True, SAME_SOURCE, failures)
+    if not possible:
+        # Every entry was compiled for other tensors: the call brought a new size, stride or
+        # dtype. Name the failure most entries share (the newest among equals).
+        counts: dict[tuple[str, str | None], int] = {}
+        for failure in failures:
+            key = (failure.guard.kind, failure.guard.source)
+            counts[key] = counts.get(key, 0) + 1
+        best = max(counts.values())
+        chosen = next(f for f in failures if counts[(f.guard.kind, f.guard.source)] == best)
+        return RecompileCause(chosen.guard, chosen.entry, True, NEW_TENSOR, failures)
+    same = {(f.guard.kind, f.guard.source) for f in possible}
+    if len(same) == 1:
+        chosen = possible[0]
+        return RecompileCause(chosen.guard, chosen.entry, True, SAME_SOURCE, failures)
+    return RecompileCause(None, None, False, UNDECIDED, failures)
+
+
+def _entry_failure(
+    entry: str | None, guard: Guard, table: TensorTable | None, call: TensorTable | None
+) -> EntryFailure:
+    if guard.kind in TENSOR_KINDS:
+        return EntryFailure(entry, guard, False, guard_text_short(guard))
+    if table is None or call is None:
+        return EntryFailure(entry, guard, None)
+    mismatch = tensor_mismatch(table, call)
+    return EntryFailure(entry, guard, mismatch is None, mismatch)
+
+
+def tensor_mismatch(entry: TensorTable, call: TensorTable) -> str | None:
+    """How `entry`'s tensors differ from the call's (None: no difference seen). Dims either side
+    left dynamic (None) are not compared: a dynamic entry accepts any value there."""
+    for source, spec in entry.items():
+        other = call.get(source)
+        if not isinstance(other, Mapping) or not isinstance(spec, Mapping):
+            continue
+        for key in ("dtype", "device"):
+            if spec.get(key) != other.get(key):
+                return (
+                    f"compiled for {key} {spec.get(key)} of {source}, the call has {other.get(key)}"
+                )
+        for key in ("size", "stride"):
+            mine, theirs = spec.get(key), other.get(key)
+            if not isinstance(mine, list) or not isinstance(theirs, list):
+                continue
+            if len(mine) != len(theirs):
+                return (
+                    f"compiled for {len(mine)} dimensions of {source}, the call has {len(theirs)}"
+                )
+            for index, (a, b) in enumerate(zip(mine, theirs, strict=True)):
+                if isinstance(a, int) and isinstance(b, int) and a != b:
+                    return (
+                        f"compiled for {key} {_dims(mine)} of {source} "
+                        f"({key} {a} at index {index}; the call has {b})"
+                    )
+    return None
+
+
+def guard_text_short(guard: Guard) -> str:
+    from diag.guards import condition_text
+
+    return condition_text(guard.raw) or f"{guard.kind} on {guard.source}"
+
+
+def _dims(values: list[Any]) -> str:
+    return "[" + ", ".join("?" if v is None else str(v) for v in values) + "]"
+
+
+# --- how the cause reads -----------------------------------------------------------------------
+
+_SHOWN_OTHERS = 3
+
+
+def guard_condition(guard: Guard) -> str:
+    """A guard's condition as reports quote it (first line, at most 200 characters)."""
+    from diag.guards import condition_text
+
+    lines = condition_text(guard.raw).splitlines()
+    text = lines[0] if lines else ""
+    if not text:
+        text = f"{guard.source} == {guard.expected}" if guard.source else guard.kind
+    return text[:200]
+
+
+def cause_short(cause: RecompileCause | None) -> str:
+    """The cause for a title: the failing guard's condition, or `cause undecided: A or B`."""
+    if cause is None:
+        return ""
+    if cause.guard is not None:
+        return guard_condition(cause.guard)
+    shown = [guard_condition(g) for g in cause.candidates[:_SHOWN_OTHERS]]
+    return "cause undecided: " + " or ".join(shown)
+
+
+def cause_line(cause: RecompileCause) -> str:
+    """The cause for an evidence line: the guard, how its entry was chosen, and why each other
+    entry could not have served the call."""
+    if cause.guard is None:
+        failures = "; ".join(
+            f"{f.entry or '?'} {guard_condition(f.guard)}" for f in cause.failures[:_SHOWN_OTHERS]
+        )
+        return (
+            "cause undecided: the entries failed on different guards and the evidence does not "
+            f"tell which one was compiled for this call ({failures})"
+        )
+    guard = cause.guard
+    line = f"failing guard: {guard.describe(guard_condition(guard))}"
+    if cause.why == ONLY_ENTRY:
+        line += " (the frame's only cache entry)"
+    elif cause.why == TENSOR_COMPATIBLE:
+        line += f" (entry {cause.entry}, the one compiled for this call's tensors)"
+    elif cause.why == SAME_SOURCE:
+        line += f" (every entry failed on `{guard.source or guard.kind}`)"
+    elif cause.why == NEW_TENSOR:
+        line += " (no entry was compiled for these tensors)"
+    else:
+        line += (
+            f" (entry {cause.entry}: likeliest, the only entry whose failure is not a tensor "
+            "property; its tensors were not recorded, so diag cannot confirm it fits the call)"
+        )
+    others = [f for f in cause.others if f.mismatch or f.guard.kind in TENSOR_KINDS]
+    if others and cause.why in (TENSOR_COMPATIBLE, UNDECIDED):
+        listed = "; ".join(
+            f"{f.entry or '?'} {f.mismatch or guard_condition(f.guard)}"
+            for f in others[:_SHOWN_OTHERS]
+        )
+        more = f" and {len(others) - _SHOWN_OTHERS} more" if len(others) > _SHOWN_OTHERS else ""
+        line += f"; the other entries were compiled for other tensors: {listed}{more}"
+    elif len(cause.failures) > 1 and cause.why == NEW_TENSOR:
+        line += f"; {len(cause.failures) - 1} other entries rejected it on tensor properties too"
+    return line
+
+
+def recompile_claim(run: RunData, item: Compile, frame: str) -> dict[str, Any]:
+    """A compile as a claim (docs/FINDINGS.md): `recompile` with its cause, or `compile`."""
+    process = next((p for p in run.processes if p.pid == item.pid), None)
+    claim: dict[str, Any] = {
+        "kind": "recompile" if item.guards else "compile",
+        "process": item.pid,
+        "rank": process.rank if process is not None else None,
+        "frame": frame,
+        "code": item.frame.location if item.frame is not None else None,
+        "phase": item.phase,
+        "request": item.request_id,
+        "step": item.step,
+        "compile_id": item.compile_id,
+    }
+    cause = recompile_cause(run, item)
+    if cause is not None:
+        claim["cause"] = cause.claim()
+    else:
+        claim["result"] = item.result
+    return claim
