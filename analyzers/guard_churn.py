@@ -22,13 +22,14 @@ from dataclasses import dataclass, field
 
 import msgspec
 
+from diag.causes import recompile_cause, recompile_claim
 from diag.findings import Finding
 from diag.frames import label as frame_label
 from diag.guards import condition_text
 from diag.trace.run import Compile, Frame, Guard, RunData, Trace
 
 from .common import id_suffix as _id_suffix
-from .recompiles import steps_known, warmup_known
+from .recompiles import compile_options, steps_known, warmup_known
 
 ANALYZER = "guard-churn"
 
@@ -60,6 +61,9 @@ class _Group:
     source: str
     kind: str
     hits: list[tuple[Compile, Guard]] = field(default_factory=list)
+    #: Failures on the same source at a compile refused by the recompile limit: not a
+    #: recompile of this group, but their expected values are entries the frame held.
+    refused: list[Guard] = field(default_factory=list)
     values: list[str] | None = None  # _values(), computed once
 
     @property
@@ -98,18 +102,33 @@ def churn_compiles(run: RunData) -> dict[int, str]:
 
 
 def _groups(run: RunData) -> list[_Group]:
-    """The (process, frame, source) groups of Python-state guards this analyzer reports."""
+    """The (process, frame, source) groups of Python-state guards this analyzer reports: each
+    recompile counts under the guard that caused it (diag.causes), never under a guard another
+    entry failed on. A compile refused at the recompile limit compiled nothing: it is
+    recompile-limit's. Other entries' failures on the same source are kept as hits: they say
+    which values the entries held."""
     groups: dict[tuple[int, Frame | None, str], _Group] = {}
+    refused: list[Compile] = []
     for item in run.compiles:
+        if item.result == "recompile_limit":
+            refused.append(item)
+            continue
+        cause = recompile_cause(run, item)
+        if cause is None or cause.guard is None or cause.guard.kind not in CHURN_KINDS:
+            continue
+        source = cause.guard.source or _guard_text(cause.guard)
+        key = (item.pid, item.frame, source)
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = _Group(item.pid, item.frame, source, cause.guard.kind)
         for guard in item.guards:
-            if guard.kind not in CHURN_KINDS:
-                continue
-            source = guard.source or _guard_text(guard)
-            key = (item.pid, item.frame, source)
-            group = groups.get(key)
-            if group is None:
-                group = groups[key] = _Group(item.pid, item.frame, source, guard.kind)
-            group.hits.append((item, guard))
+            if guard is cause.guard or (guard.source or _guard_text(guard)) == source:
+                group.hits.append((item, guard))
+    for item in refused:
+        for guard in item.guards:
+            found = groups.get((item.pid, item.frame, guard.source or _guard_text(guard)))
+            if found is not None:
+                found.refused.append(guard)
     return [group for group in groups.values() if not _automatic_dynamic(group)]
 
 
@@ -130,12 +149,11 @@ def _automatic_dynamic(group: _Group) -> bool:
 
 def _finding(run: RunData, group: _Group, cwd: str | None, limit: Compile | None) -> Finding:
     frame = frame_label(run, group.frame)
-    # A compile that hit the recompile limit compiled nothing: reported with the limit below.
-    compiles = [c for c in group.compiles if c.result != "recompile_limit"] or group.compiles
+    compiles = group.compiles
     live = [c for c in compiles if c.live]
     values = _values(group)
     newest = _newest(group)
-    per_call = _varies_within_a_step(compiles)
+    per_call = _varies_within_a_step(run, compiles)
     count = len(compiles)
 
     unknown = all(_no_steps(run, c) for c in compiles)
@@ -153,20 +171,21 @@ def _finding(run: RunData, group: _Group, cwd: str | None, limit: Compile | None
     ]
     if per_call:
         evidence.append(
-            f"`{group.source}` differs between calls within one step (one entry per block or "
+            f"`{group.source}` differs between calls within one step: a recompile in a step "
+            "failed on the entry compiled earlier in that same step (one entry per block or "
             "call site), not only between steps or requests"
         )
     if limit is not None:
         entries = run.cache_entries().get(limit.frame) if limit.frame is not None else None
         held = f" with {entries} cache entries" if entries else ""
         evidence.append(
-            f"{frame} reached the recompile limit{held} at {_where(run, limit)}: it runs eagerly "
-            "from then on, with no further compile or message"
+            f"{frame} reached the recompile limit{held} at {_where(run, limit)}: calls that "
+            "match none of its entries run eagerly from there (see recompile-limit for which)"
         )
     else:
         entries = run.cache_entries().get(group.frame) if group.frame is not None else None
         evidence.append(_limit_text(frame, entries))
-    evidence.append(f"newest failing guard: {_guard_text(newest)}")
+    evidence.append(f"failing guard at the last recompile: {_guard_text(newest)}")
     location, read_line = _location(_with_tree_line(run, newest, group), group, cwd)
     called_from = group.frame.called_from if group.frame is not None else None
     if location is not None and not read_line and called_from:
@@ -190,7 +209,7 @@ def _finding(run: RunData, group: _Group, cwd: str | None, limit: Compile | None
     )
     title = f"{frame} recompiled {count} time(s) on `{group.source}` ({group.kind}{live_text})"
     if limit is not None:
-        title += ": hit the recompile limit, now eager"
+        title += ": then hit the recompile limit"
     severity = "error" if live or limit is not None else "warning"
     return Finding(
         id=f"{ANALYZER}:{frame}:{group.source}{_id_suffix(run, group.pid)}",
@@ -198,7 +217,7 @@ def _finding(run: RunData, group: _Group, cwd: str | None, limit: Compile | None
         severity=severity,
         title=title,
         evidence=evidence,
-        fix=_fix(group, per_call),
+        fix=_fix(group, per_call, _is_global(newest), compile_options(run, group.pid, group.frame)),
         location=location,
         run=run.label,
         data={
@@ -226,7 +245,13 @@ def _finding(run: RunData, group: _Group, cwd: str | None, limit: Compile | None
             "per_call": per_call,
             "user_location": location if read_line else None,
         },
+        claims=[recompile_claim(run, c, frame) for c in compiles],
     )
+
+
+def _is_global(guard: Guard) -> bool:
+    """A module-level variable: Dynamo names it through the frame's globals, `G[...]`."""
+    return guard.raw.split(":", 1)[-1].lstrip().startswith("G[")
 
 
 def _torch_wrapper(frame: Frame | None) -> bool:
@@ -236,9 +261,30 @@ def _torch_wrapper(frame: Frame | None) -> bool:
     return bool(frame.called_from) or (frame.file or "").endswith("_dynamo/external_utils.py")
 
 
-def _fix(group: _Group, per_call: bool) -> str:
+def _fix(group: _Group, per_call: bool, is_global: bool, options: dict[str, object]) -> str:
     source = group.source
     kind = group.kind
+    if is_global:
+        return (
+            f"`{source}` is a module-level variable read inside the compiled code: Dynamo "
+            "guards on its value, so each new value compiles a new entry (one per layout the "
+            "frame is called with). Resolve it outside the graph and pass it in (an argument of "
+            "the compiled function, or a tensor if it changes every step), or warm every value "
+            "live traffic uses."
+        )
+    if kind == "python-value" and source.isidentifier() and _numeric(group):
+        if options.get("dynamic") is False:
+            return (
+                f"`{source}` is a Python number argument and the frame was compiled with "
+                "torch.compile(dynamic=False), so every new value is a new entry. Drop "
+                "dynamic=False (under the default the second value makes it dynamic), or pass "
+                "it as a 0-d tensor."
+            )
+        return (
+            f"`{source}` is a Python number argument the frame specialises on per value: pass "
+            "it as a 0-d tensor, or find what keeps it static (a branch on its value, "
+            "torch._dynamo.config.specialize_float, mark_static)."
+        )
     if kind in ("container-length", "container-keys"):
         return (
             "Read the config once at init (or pass the value as an argument) instead of calling "
@@ -246,7 +292,7 @@ def _fix(group: _Group, per_call: bool) -> str:
             f"{'length' if kind == 'container-length' else 'keys'}, which changes as it grows."
         )
     if kind == "python-value":
-        if per_call:
+        if per_call and "." in source and all(_INT.match(v) for v in _values(group)):
             return (
                 f"Keep {source} out of the compiled frame: torch.compile treats int attributes "
                 "of nn.Modules as static, so a per-block index read inside the frame compiles "
@@ -283,17 +329,31 @@ def _fix(group: _Group, per_call: bool) -> str:
     )
 
 
-def _varies_within_a_step(compiles: list[Compile]) -> bool:
-    """Several recompiles at one step: the value changes between calls inside a step."""
-    seen: set[tuple[str | None, int | None]] = set()
+def _varies_within_a_step(run: RunData, compiles: list[Compile]) -> bool:
+    """The value changed between calls inside one step: a recompile whose cause is the entry
+    compiled earlier in that same step (not merely two recompiles in one step: two layers
+    with different layouts each need their own entry when a global changes)."""
+    compiled_at: dict[tuple[int, str], tuple[str | None, int | None]] = {}
+    for item in run.compiles:
+        compiled_at[(item.epoch, item.compile_id)] = (item.request_id, item.step)
     for item in compiles:
         if item.request_id is None or item.step is None:
             continue
-        key = (item.request_id, item.step)
-        if key in seen:
+        cause = recompile_cause(run, item)
+        if cause is None or cause.entry is None:
+            continue
+        if compiled_at.get((item.epoch, cause.entry)) == (item.request_id, item.step):
             return True
-        seen.add(key)
     return False
+
+
+def _numeric(group: _Group) -> bool:
+    for value in _values(group):
+        try:
+            float(value)
+        except ValueError:
+            return False
+    return True
 
 
 # --- guards and compile ids --------------------------------------------------------------------
@@ -307,9 +367,10 @@ def _values(group: _Group) -> list[str]:
 
 
 def _ordered_values(group: _Group) -> list[str]:
-    ordered = sorted(group.hits, key=lambda hit: _attempt(hit[1].compile_id or hit[0].compile_id))
+    guards = [guard for _, guard in group.hits] + group.refused
+    ordered = sorted(guards, key=lambda guard: _attempt(guard.compile_id or ""))
     values: list[str] = []
-    for _, guard in ordered:
+    for guard in ordered:
         value = guard.expected if guard.expected is not None else _guard_text(guard)
         if value not in values:
             values.append(value)

@@ -361,8 +361,8 @@ def test_recorded_run_without_steps_says_so(tmp_path: Path) -> None:
     assert "live (outside a request)" not in text and "0 in warmup, 0 live" not in text
     churn = next(f for f in findings if f.analyzer == "guard-churn")
     assert churn.title == (
-        "block_forward recompiled 3 time(s) on `self.step` (python-value): hit the recompile "
-        "limit, now eager"
+        "block_forward recompiled 3 time(s) on `self.step` (python-value): then hit the "
+        "recompile limit"
     )
     assert "no step information" in churn.evidence[0]
     limit = next(f for f in findings if f.analyzer == "recompile-limit")
