@@ -1,23 +1,24 @@
-"""recompile-limit: a frame that hit torch's recompile limit and silently went eager.
+"""recompile-limit: a frame that hit torch's recompile limit, and which calls then ran eagerly.
 
 Why: when a frame holds `torch._dynamo.config.recompile_limit` cache entries (8 by default) and
-a call matches none of them, Dynamo stops compiling it: from then on such calls run the frame
-eagerly, with no further compile and no message beyond one log line. The service keeps working
-and simply gets slower (on the H200 the reference block went from 25-37 ms compiled steps to
-44.5 ms), which no error surfaces. Each hit is an error here: the frame, where it happened
-(phase, request, step), the guard that was still failing (the churn behind it), the cache
-entries the frame holds, and the eager fallback that followed: the `eager_fallback` event when
-the profiler's region marker saw it, else the live steps that ran after the hit.
+a call matches none of them, Dynamo stops compiling it: such calls run the frame eagerly, with
+no further compile and no message beyond one log line. Calls that still pass an entry's guards
+run that entry compiled, so the service gets slower only on the calls that miss (on the H200
+the reference block went from 25-37 ms compiled steps to 44.5 ms), which no error surfaces.
+Each hit is an error here: the frame, where it happened (phase, request, step), the guards that
+were failing (diag.causes), the cache entries the frame holds, and which calls ran eagerly
+afterwards (diag.fallback: read off the recorder's guard checks, or said to be unknown).
 """
 
 from __future__ import annotations
 
 import statistics
 
+from diag.causes import RecompileCause, cause_line, recompile_cause
+from diag.fallback import EagerExtent, eager_extent, spots_text
 from diag.findings import Finding
 from diag.frames import label as frame_label
-from diag.guards import condition_text
-from diag.trace.run import Compile, Event, Frame, Guard, RunData, Step, Trace
+from diag.trace.run import Compile, Event, Frame, RunData, Step, Trace
 
 from .common import format_seconds as _secs
 from .common import id_suffix as _id_suffix
@@ -25,6 +26,7 @@ from .common import process_lines as _tag_lines
 from .recompiles import (
     HOW_TO_MARK,
     RepeatedDimension,
+    compile_options,
     repeated_dimension_fix,
     repeated_dimensions,
     steps_known,
@@ -77,6 +79,8 @@ def _finding(
     reason = event.data.get("reason") or "no reason recorded"
     limited = _limit_compile(run, event)
     guards = limited.guards if limited is not None else []
+    cause = recompile_cause(run, limited) if limited is not None else None
+    extent = eager_extent(run, event)
     entries_at_hit = _entries_at(run, frame, name, event.t)
     entries_exit = _entries_exit(run, frame, name)
     before = [
@@ -89,13 +93,13 @@ def _finding(
         and c.result != "recompile_limit"
     ]
     after = _steps_after(run, event)
-    fallback = _fallback(run, event, name)
+    fallback = _fallback(run, event, name) if not extent.known else None
 
     evidence = [
         f"{name} hit the recompile limit at {where} (compile {compile_id}): {reason}",
     ]
-    if guards:
-        evidence.append(f"the guard still failing at the hit: {_guard_long(guards[0])}")
+    if cause is not None:
+        evidence.append(f"at the hit, {cause_line(cause)}")
         if len(guards) > 1:
             sources = sorted({g.source or g.kind for g in guards})
             evidence.append(
@@ -128,44 +132,34 @@ def _finding(
             + ": the recompile limit (torch._dynamo.config.recompile_limit, 8 by default) "
             "is reached"
         )
-    if fallback is not None:
-        f_phase, f_rid, f_step = fallback.position
-        evidence.append(
-            f"eager fallback: the next call of {name} ran eagerly at "
-            f"{_where(f_phase, f_rid, f_step)} (eager_fallback event)"
-        )
-    else:
-        evidence.append(
-            f"from the hit on, calls of {name} that match none of its cache entries run "
-            "eagerly, with no further compile or message (no eager_fallback event: that marker "
-            "needs --profile)"
-        )
+    evidence.extend(_extent_lines(name, extent, fallback))
     if not known:
         evidence.append(
             "diag could not identify steps or requests here, so it cannot say which requests "
             f"ran eagerly; {HOW_TO_MARK}"
         )
-    elif after:
+    elif after and not extent.known:
         times = [s.wall_s for s in after if s.wall_s is not None]
         median = f"; median step {_secs(statistics.median(times))}" if times else ""
         evidence.append(
-            f"{len(after)} live step(s) ran from the hit on ({_steps_list(after)}){median}"
+            f"{len(after)} live step(s) ran from the hit on ({_steps_list(after)}){median}; "
+            f"which of their calls of {name} ran eagerly was not recorded"
         )
-    else:
+    elif not after:
         evidence.append("no live step ran after the hit")
     evidence.extend(_tag_lines(run, event.pid))
 
-    source = guards[0].source if guards else None
+    churn = _churn_sources(cause)
+    process = next((p for p in run.processes if p.pid == event.pid), None)
+    rank = process.rank if process is not None else None
     return Finding(
         id=f"{ANALYZER}:{name}" + (f":{index + 1}" if index else "") + _id_suffix(run, event.pid),
         analyzer=ANALYZER,
         severity="error",
-        title=f"{name} hit the recompile limit at {where} and runs eagerly from then on"
-        + (f" (churning guard: {source})" if source else ""),
+        title=f"{name} hit the recompile limit at {where}: {_title_extent(extent)}"
+        + (f" (failing guards on {churn})" if churn else ""),
         evidence=evidence,
-        fix=repeated_dimension_fix(repeated[0])
-        if repeated
-        else _fix(guards[0] if guards else None),
+        fix=repeated_dimension_fix(repeated[0]) if repeated else _fix(run, event.pid, frame, cause),
         location=frame.location if frame is not None else None,
         run=run.label,
         data={
@@ -182,9 +176,79 @@ def _finding(
             "cache_entries": held,
             "compiles_before": len(before),
             "eager_fallback": fallback.position if fallback is not None else None,
+            "eager_calls": extent.eager_calls if extent.known else None,
+            "compiled_calls": extent.compiled_calls if extent.known else None,
             "live_steps_after": len(after),
         },
+        claims=[
+            {
+                "kind": "recompile-limit",
+                "process": event.pid,
+                "rank": rank,
+                "frame": name,
+                "code": frame.location if frame is not None else None,
+                "phase": phase,
+                "request": rid,
+                "step": step,
+                "compile_id": compile_id,
+            },
+            extent.claim(event.pid, rank, name),
+        ],
     )
+
+
+def _title_extent(extent: EagerExtent) -> str:
+    if not extent.known:
+        return "calls that match none of its entries run eagerly (which ones was not recorded)"
+    eager = sorted(extent.eager, key=_spot_order)
+    text = f"{extent.eager_calls} call(s) ran eagerly ({spots_text(eager, 3)})"
+    if extent.compiled_calls:
+        text += f", {extent.compiled_calls} still ran compiled entries"
+    return text
+
+
+def _extent_lines(name: str, extent: EagerExtent, fallback: Event | None) -> list[str]:
+    if extent.known:
+        eager = sorted(extent.eager, key=_spot_order)
+        lines = [
+            f"after the hit, {extent.eager_calls} call(s) of {name} matched none of its cache "
+            f"entries and ran eagerly: {spots_text(eager)} (the call that hit the limit "
+            "included; diag checked each later call's guards as Dynamo does)"
+        ]
+        if extent.compiled_calls:
+            compiled = sorted(extent.compiled, key=_spot_order)
+            lines.append(
+                f"{extent.compiled_calls} call(s) passed an existing entry's guards and ran "
+                f"compiled: {spots_text(compiled)}"
+            )
+        else:
+            lines.append("no later call matched an existing entry: every call ran eagerly")
+        if extent.unchecked:
+            lines.append(f"{extent.unchecked} call(s) were not checked (diag's budget)")
+        return lines
+    if fallback is not None:
+        f_phase, f_rid, f_step = fallback.position
+        return [
+            f"diag saw a call of {name} after the hit at {_where(f_phase, f_rid, f_step)} "
+            "(an older recording's eager_fallback marker, which did not check the call's "
+            "guards): only calls that match none of its entries run eagerly"
+        ]
+    return [
+        f"after the hit, calls of {name} that match none of its cache entries run eagerly and "
+        "calls that pass an entry's guards still run it compiled; this recording did not check "
+        "which calls did"
+    ]
+
+
+def _spot_order(spot: tuple[str, str | None, int | None]) -> tuple[str, int]:
+    return (spot[1] or "", spot[2] if spot[2] is not None else -1)
+
+
+def _churn_sources(cause: RecompileCause | None) -> str:
+    if cause is None:
+        return ""
+    sources = list(dict.fromkeys(g.source or g.kind for g in cause.candidates))
+    return ", ".join(f"`{s}`" for s in sources[:3])
 
 
 def _limit_compile(run: RunData, event: Event) -> Compile | None:
@@ -240,18 +304,36 @@ def _fallback(run: RunData, event: Event, name: str) -> Event | None:
     return None
 
 
-def _fix(guard: Guard | None) -> str:
+def _fix(run: RunData, pid: int, frame: Frame | None, cause: RecompileCause | None) -> str:
     raising = (
         "Raising torch._dynamo.config.recompile_limit only hides it: every new value still "
         "compiles, and the cache keeps growing."
     )
+    guard = cause.guard if cause is not None else None
+    scalars = _scalar_arguments(cause)
+    if scalars and cause is not None:
+        options = compile_options(run, pid, frame)
+        names = ", ".join(f"`{s}`" for s in scalars)
+        kind = "float" if any("." in str(g.expected) for g in cause.candidates) else "int"
+        if options.get("dynamic") is False:
+            return (
+                f"{names}: Python {kind} argument(s) whose every new value is a new entry, "
+                "because the frame was compiled with torch.compile(dynamic=False). Drop "
+                "dynamic=False (under the default, the second value makes a scalar argument "
+                "dynamic), or pass the values as 0-d tensors. " + raising
+            )
+        return (
+            f"{names}: Python {kind} argument(s) that the frame specialises on per value. Pass "
+            "them as 0-d tensors, or check why they are not made dynamic (a branch on the value, "
+            f"torch._dynamo.config.specialize_float, mark_static). {raising}"
+        )
     if guard is not None and guard.kind in _SIZE_KINDS:
         return (
             f"The frame keeps recompiling on the size of {guard.source or 'an input'}: warm up "
             "two values of that dimension so automatic dynamic marks it, or mark it dynamic "
             f"(torch._dynamo.mark_dynamic). {raising}"
         )
-    churn = f" ({guard.source})" if guard is not None and guard.source else ""
+    churn = f" ({_churn_sources(cause)})" if cause is not None else ""
     return (
         f"Find the guard that keeps failing{churn}, see guard-churn: pass the value in as a "
         f"tensor or resolve it before the compiled frame, so one entry serves every call. "
@@ -259,8 +341,21 @@ def _fix(guard: Guard | None) -> str:
     )
 
 
-def _guard_long(guard: Guard) -> str:
-    return guard.describe(condition_text(guard.raw)[:200] or guard.kind)
+def _scalar_arguments(cause: RecompileCause | None) -> list[str]:
+    """The frame's own arguments (plain names) whose value guards failed with numbers expected:
+    Python scalars passed in, one entry per value."""
+    if cause is None:
+        return []
+    names: list[str] = []
+    for guard in cause.candidates:
+        if guard.kind != "python-value" or not guard.source or not guard.source.isidentifier():
+            return []
+        try:
+            float(str(guard.expected))
+        except ValueError:
+            return []
+        names.append(guard.source)
+    return list(dict.fromkeys(names))
 
 
 def _where(phase: str, rid: str | None, step: int | None) -> str:

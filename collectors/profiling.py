@@ -29,6 +29,9 @@ if TYPE_CHECKING:
     from .session import Session
     from .steps import StepTracker
 
+#: Set on the callables `mark` returns (functools.wraps carries it to outer wrappers).
+_MARKED = "_diag_region"
+
 
 class ProfilerWindows:
     def __init__(self, session: Session, spec: ProfileSpec) -> None:
@@ -44,7 +47,6 @@ class ProfilerWindows:
         self._steady_done = False
         self._steady_window: str | None = None
         self._steady_left = spec.steady  # steady steps still to profile
-        self._fallback_reported: set[tuple[str, str, int]] = set()
         self.windows = 0
 
     @classmethod
@@ -170,12 +172,12 @@ class ProfilerWindows:
         """Wrap a compiled callable so that calls inside a window carry a region marker."""
         torch = self.torch
         name = getattr(target, "__qualname__", None) or type(target).__name__
-        code = getattr(target, "__code__", None)
+        if getattr(compiled, _MARKED, False):
+            return compiled  # `@torch.compile(...)` re-enters torch.compile: marked already
         if isinstance(compiled, torch.nn.Module):
             return self._mark_module(name, compiled)
         if not callable(compiled):
             return compiled
-        key = (code.co_name, code.co_filename, code.co_firstlineno) if code is not None else None
         windows = self
         record_function = torch.profiler.record_function
         is_compiling = torch.compiler.is_compiling
@@ -186,8 +188,6 @@ class ProfilerWindows:
             # Session.pause: call through (read only outside Dynamo's tracing: no guard on it).
             if not is_compiling() and session.paused:
                 return compiled(*args, **kwargs)
-            if key is not None:
-                windows._check_fallback(key)
             if not windows.active:
                 return compiled(*args, **kwargs)
             calls = windows.session.steps.region_calls
@@ -196,6 +196,7 @@ class ProfilerWindows:
             with record_function(f"diag.region:{name}#{n}"):
                 return compiled(*args, **kwargs)
 
+        setattr(region, _MARKED, True)
         return region
 
     def _mark_module(self, name: str, module: Any) -> Any:
@@ -218,15 +219,3 @@ class ProfilerWindows:
         module.register_forward_pre_hook(pre)
         module.register_forward_hook(post)
         return module
-
-    def _check_fallback(self, key: tuple[str, str, int]) -> None:
-        """After a recompile-limit hit, the first call of that frame runs eagerly: record it."""
-        compiles = self.session.compiles
-        if compiles is None or key not in compiles.limited or key in self._fallback_reported:
-            return
-        self._fallback_reported.add(key)
-        self.session.emit(
-            "eager_fallback",
-            frame={"name": key[0], "file": key[1], "line": key[2]},
-            **self.session.steps.position(),
-        )

@@ -17,6 +17,7 @@ import inspect
 import logging
 from typing import TYPE_CHECKING, Any
 
+from .limit_calls import LimitCalls
 from .structured import listen
 
 if TYPE_CHECKING:
@@ -29,6 +30,8 @@ _STRIDE = 16
 #: Distinct argument signatures kept per callable.
 _SIGNATURES = 64
 _VALUE_CHARS = 200
+#: Set on the callables `watch` returns (functools.wraps carries it to outer wrappers).
+_WATCHED = "_diag_shapes_watched"
 
 
 def _user_frame(stack: Any, strings: dict[int, str]) -> str | None:
@@ -119,6 +122,8 @@ class ShapeCollector:
         self.session = session
         self.strings: dict[int, str] = {}
         self.calls: list[_Calls] = []
+        self.optioned: set[tuple[str, str, int]] = set()
+        self.limit_calls = LimitCalls(session)
 
     @classmethod
     def install(cls, session: Session) -> ShapeCollector:
@@ -176,14 +181,19 @@ class ShapeCollector:
             result = original(*args, **kwargs)
             target = args[0] if args else kwargs.get("model")
             if target is None:  # @torch.compile(...) as a decorator factory
-                return lambda fn: collector.watch(fn, result(fn))
-            return collector.watch(target, result)
+                return lambda fn: collector.watch(fn, result(fn), kwargs)
+            return collector.watch(target, result, kwargs)
 
         compile.__wrapped__ = original  # type: ignore[attr-defined]
         torch.compile = compile  # type: ignore[attr-defined]
 
-    def watch(self, target: Any, compiled: Any) -> Any:
-        """Sample the tensor shapes `compiled` is called with (outside its compiled code)."""
+    def watch(self, target: Any, compiled: Any, options: dict[str, Any] | None = None) -> Any:
+        """Sample the tensor shapes `compiled` is called with (outside its compiled code), and
+        after a recompile-limit hit check its calls' guards (collectors/limit_calls.py)."""
+        if getattr(compiled, _WATCHED, False):
+            # `@torch.compile(...)`: torch's decorator calls torch.compile again with the
+            # function, which this wrapper already saw; wrapping twice would count calls twice.
+            return compiled
         torch = self.session.torch
         function = _function_of(target)
         code = _code_of(function)
@@ -192,10 +202,14 @@ class ShapeCollector:
             if code is not None
             else None
         )
+        self._options(frame, options or {})
         calls = _Calls(frame, _params(function))
         self.calls.append(calls)
         tensor = torch.Tensor
         session = self.session
+        limit = self.limit_calls
+        key = (frame["name"], frame["file"], frame["line"]) if frame is not None else None
+        owner = getattr(function, "__self__", None)
         # Session.pause: no sampling. The switch is read only outside Dynamo's tracing (while it
         # traces, is_compiling() is constant True and short-circuits), so it adds no guard.
         is_compiling = torch.compiler.is_compiling
@@ -204,6 +218,10 @@ class ShapeCollector:
             def pre(module: Any, args: Any, kwargs: Any) -> None:
                 if is_compiling() or not session.paused:
                     calls.sample(tuple(args), dict(kwargs), tensor)
+                    if key is not None and not is_compiling():
+                        session.guarded(
+                            "limit_calls", limit.observe, key, code, function, owner, args, kwargs
+                        )
 
             compiled.register_forward_pre_hook(pre, with_kwargs=True)
             return compiled
@@ -214,12 +232,37 @@ class ShapeCollector:
         def sampled(*args: Any, **kwargs: Any) -> Any:
             if is_compiling() or not session.paused:
                 calls.sample(args, kwargs, tensor)
+                if key is not None and not is_compiling():
+                    session.guarded(
+                        "limit_calls", limit.observe, key, code, function, owner, args, kwargs
+                    )
             return compiled(*args, **kwargs)
 
+        setattr(sampled, _WATCHED, True)
         return sampled
+
+    def _options(self, frame: dict[str, Any] | None, options: dict[str, Any]) -> None:
+        """One `compile_options` event per frame: how the program asked torch.compile to compile
+        it (dynamic=False makes every new size a recompile: analyzers name it as the cause)."""
+        if frame is None:
+            return
+        key = (frame["name"], frame["file"], frame["line"])
+        if key in self.optioned:
+            return
+        self.optioned.add(key)
+        backend = options.get("backend", "inductor")
+        self.session.emit(
+            "compile_options",
+            frame=frame,
+            dynamic=options.get("dynamic"),
+            backend=backend if isinstance(backend, str) else getattr(backend, "__name__", "?"),
+            mode=options.get("mode"),
+            fullgraph=bool(options.get("fullgraph", False)),
+        )
 
     def close(self) -> None:
         """At exit: one `call_shapes` event per compiled callable that was called."""
+        self.limit_calls.close()
         for calls in self.calls:
             if calls.calls:
                 self.session.emit("call_shapes", **calls.as_event())

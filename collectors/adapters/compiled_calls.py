@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 
 ADAPTER_NAME = "compiled-calls (inferred)"
 _WHERE = "adapter.compiled-calls"
+#: Set on the callables `mark` returns (functools.wraps carries it to outer wrappers).
+_MARKED = "_diag_compiled_call"
 _SHAPE_NAMES = ("hidden_states", "x", "input", "sample", "latents")
 
 #: Compiled targets whose calls another adapter makes steps of (diffusers models): a predicate,
@@ -111,6 +113,10 @@ class CompiledCalls:
         torch.compile = compile  # type: ignore[attr-defined]
 
     def mark(self, target: Any, compiled: Any) -> Any:
+        if getattr(compiled, _MARKED, False):
+            # `@torch.compile(...)`: torch's decorator calls torch.compile again with the
+            # function, which this wrapper already marked; marking twice enters twice.
+            return compiled
         guarded = self.session.guarded
         if isinstance(compiled, self.torch.nn.Module):
             marked = guarded(_WHERE, self._mark_module, target, compiled)
@@ -154,7 +160,9 @@ class CompiledCalls:
                 fallback.session.guarded(_WHERE, leave, token)
 
         _skip_code(self.torch, compiled_call.__code__)
-        return functools.update_wrapper(compiled_call, compiled)
+        wrapper = functools.update_wrapper(compiled_call, compiled)
+        setattr(wrapper, _MARKED, True)
+        return wrapper
 
     # -- calls into compiled code --------------------------------------------------------------
 

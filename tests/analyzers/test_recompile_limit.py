@@ -16,7 +16,9 @@ from typing import Any
 from diag.analyzers import get_analyzer
 from diag.analyzers.recompile_limit import analyze
 from diag.findings import Finding
+from diag.fixtures.config import SIZE_PRESETS
 from diag.fixtures.ground_truth import BLOCK_FILE, BLOCK_FRAME, expectation
+from diag.fixtures.model import ARCHS
 from diag.trace.run import Trace
 from tests.fixture_lines import fixture_line
 
@@ -73,11 +75,17 @@ def test_recompile_limit_plant(record_fixture: RecordFixture) -> None:
     assert re.search(recompile.guard, text)
     assert finding.data["cache_entries"] == truth.cache_entries[block] == 8
     assert f"{block} holds 8 cache entries" in text
-    assert "no further compile or message" in text
     assert finding.data["eager_fallback"] is None
     # r1 steps 0-3 ran after the hit (step 0 is the one the hit happened in).
     assert finding.data["live_steps_after"] == 4
-    assert "4 live step(s) ran from the hit on (r1 steps 0-3)" in text
+    # The counter changes on every call, so no later call passes an entry's guards: every one
+    # ran eagerly, as the recorder's guard checks say (the ground truth: one call per block).
+    calls = 4 * SIZE_PRESETS["small"].blocks * len(ARCHS["wan"].passes)  # steps x blocks x passes
+    assert finding.data["eager_calls"] == calls and finding.data["compiled_calls"] == 0
+    assert f"{calls} call(s) ran eagerly (r1 steps 0-3)" in finding.title
+    assert "no later call matched an existing entry: every call ran eagerly" in text
+    claim = next(c for c in finding.claims if c["kind"] == "eager-calls")
+    assert claim["extent"] == "checked" and claim["count"] == calls
     assert f"compiled {finding.data['compiles_before']} time(s) before the hit" in text
     assert finding.data["compiles_before"] == 8
     assert "recompile_limit only hides it" in finding.fix and "block.state.cnt" in finding.fix
@@ -128,7 +136,9 @@ def test_eager_fallback_event(tmp_path: Path) -> None:
     finding = _only(analyze(_write_trace(tmp_path, events)))
     text = "\n".join(finding.evidence)
     assert finding.data["eager_fallback"] == ("live", "r1", 0)
-    assert "ran eagerly at live r1 step 0 (eager_fallback event)" in text
+    # An older recording's marker saw a call, not which calls ran eagerly: never "from then on".
+    assert "saw a call of block_forward after the hit at live r1 step 0" in text
+    assert "which ones was not recorded" in finding.title
     assert "python-value on self.cnt: self.cnt == 7 (expected 7) at /srv/model.py:20" in text
     assert finding.data["live_steps_after"] == 3
     assert finding.location == "/srv/model.py:12"

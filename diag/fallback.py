@@ -1,0 +1,123 @@
+"""What a recompile-limit hit did: which calls of the frame ran eagerly, and which still ran a
+compiled entry. The one place every analyzer, check and view reads it from.
+
+After the limit Dynamo compiles nothing more for the frame but keeps checking its entries, so
+only calls that pass none of them run eagerly. The recorder checks each later call's guards
+(collectors/limit_calls.py, `limit_calls` events per step); the call that hit the limit ran
+eagerly itself. Without those events (older recordings, TORCH_TRACE logs, a callable the
+recorder could not wrap) the extent is unknown and says so: never "eager from then on".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from diag.trace.run import Event, Frame, RunData
+
+#: How the extent was learnt (docs/FINDINGS.md, claims: `eager-calls.extent`).
+CHECKED = "checked"
+UNKNOWN = "unknown"
+
+Spot = tuple[str, str | None, int | None]  # phase, request id, step
+
+
+@dataclass
+class EagerExtent:
+    """The calls of one limited frame after its hit, by where they ran."""
+
+    frame: Frame | None
+    hit: Spot
+    how: str
+    eager: dict[Spot, int] = field(default_factory=dict)
+    compiled: dict[Spot, int] = field(default_factory=dict)
+    unchecked: int = 0
+
+    @property
+    def eager_calls(self) -> int:
+        return sum(self.eager.values())
+
+    @property
+    def compiled_calls(self) -> int:
+        return sum(self.compiled.values())
+
+    @property
+    def known(self) -> bool:
+        return self.how == CHECKED
+
+    def claim(self, pid: int, rank: int | None, frame: str) -> dict[str, object]:
+        return {
+            "kind": "eager-calls",
+            "process": pid,
+            "rank": rank,
+            "frame": frame,
+            "code": self.frame.location if self.frame is not None else None,
+            "calls": [{"request": rid, "step": step} for (_, rid, step) in self.eager],
+            "count": self.eager_calls if self.known else None,
+            "compiled": self.compiled_calls if self.known else None,
+            "extent": self.how,
+        }
+
+
+def eager_extent(run: RunData, hit: Event) -> EagerExtent:
+    """The calls after `hit` (a `recompile_limit` event) of its frame, in its process."""
+    frame = Frame.from_event(hit.data.get("frame"))
+    spot = hit.position
+    extent = EagerExtent(frame, spot, UNKNOWN)
+    events = [
+        e
+        for e in run.of("limit_calls")
+        if e.pid == hit.pid and e.t >= hit.t and Frame.from_event(e.data.get("frame")) == frame
+    ]
+    # The call that hit the limit was not compiled: it ran eagerly.
+    extent.eager[spot] = 1
+    if not events:
+        return extent
+    extent.how = CHECKED
+    for event in events:
+        where = event.position
+        eager = _count(event.data.get("eager"))
+        compiled = _count(event.data.get("compiled"))
+        if eager:
+            extent.eager[where] = extent.eager.get(where, 0) + eager
+        if compiled:
+            extent.compiled[where] = extent.compiled.get(where, 0) + compiled
+        extent.unchecked += _count(event.data.get("unchecked"))
+    return extent
+
+
+def spots_text(spots: list[Spot], limit: int = 6) -> str:
+    """`r2 steps 0-10; r3 step 4`: calls grouped by request, steps as ranges."""
+    by_request: dict[str, list[int]] = {}
+    outside: list[str] = []
+    for phase, rid, step in spots:
+        if rid is None:
+            outside.append(f"{phase}, outside a request")
+        elif step is None:
+            by_request.setdefault(rid, [])
+        else:
+            by_request.setdefault(rid, []).append(step)
+    parts: list[str] = []
+    for rid, steps in by_request.items():
+        if not steps:
+            parts.append(f"{rid} (outside a step)")
+            continue
+        parts.append(f"{rid} {_ranges(sorted(set(steps)))}")
+    parts.extend(dict.fromkeys(outside))
+    if len(parts) > limit:
+        parts = [*parts[:limit], f"and {len(parts) - limit} more"]
+    return "; ".join(parts)
+
+
+def _ranges(steps: list[int]) -> str:
+    runs: list[tuple[int, int]] = []
+    for step in steps:
+        if runs and step == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], step)
+        else:
+            runs.append((step, step))
+    text = ", ".join(f"{a}-{b}" if b > a else str(a) for a, b in runs)
+    return ("steps " if len(steps) > 1 else "step ") + text
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
