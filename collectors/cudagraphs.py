@@ -47,11 +47,24 @@ class CudaGraphCollector:
         handler = _SkipHandler(collector)
         for name in LOGGERS:
             logging.getLogger(name).addHandler(handler)
+        # Dynamo's callbacks are registered when the program imports Dynamo (importing it now
+        # would change what some programs compile), and again after each
+        # torch._dynamo.reset(), which clears them.
+        from .importhook import on_import
+
+        def register(module: Any) -> None:
+            session.guarded("cudagraphs.register", collector._register)
+
+        on_import("torch._dynamo", register)
+        if session.compiles is not None:
+            session.compiles.after_reset.append(collector._register)
+        return collector
+
+    def _register(self) -> None:
         from torch._dynamo.callback import callback_handler
 
-        callback_handler.register_start_callback(collector.on_start)
-        callback_handler.register_end_callback(collector.on_end)
-        return collector
+        callback_handler.register_start_callback(self.on_start)
+        callback_handler.register_end_callback(self.on_end)
 
     def _position(self) -> dict[str, Any]:
         steps = self.session.steps

@@ -19,6 +19,7 @@ the `adapter` event is written again with the new name (see `Session.announce_ad
 from __future__ import annotations
 
 import statistics
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -156,32 +157,57 @@ def outside_dynamo(
     frame, and everything it calls with it. The returned shim is marked for Dynamo to skip, and
     runs `body` under `torch._dynamo.disable`; while Dynamo traces (the module called inside a
     compiled graph) the shim does nothing at all, nor while `session` is paused (Session.pause;
-    the switch is read after the tracing test, never by Dynamo).
+    the switch is read after the tracing test, never by Dynamo). Until the program imports
+    Dynamo nothing can be compiling, so `body` runs as it is: diag never imports Dynamo first.
     """
-    disabled = torch._dynamo.disable(body)
     is_compiling = torch.compiler.is_compiling
+    disabled: list[Callable[..., Any]] = []
 
     def shim(*args: Any, **kwargs: Any) -> Any:
         if is_compiling() or (session is not None and session.paused):
             return None
-        return disabled(*args, **kwargs)
+        if not disabled:
+            if "torch._dynamo" not in sys.modules:
+                return body(*args, **kwargs)
+            disabled.append(torch._dynamo.disable(body))
+        return disabled[0](*args, **kwargs)
 
     skip_code(torch, shim.__code__)
     return shim
 
 
 _SKIPPED: set[Any] = set()
+#: Codes to mark for Dynamo to skip once the program imports it.
+_PENDING: list[Any] = []
 
 
 def skip_code(torch: Any, code: Any) -> None:
     """Never let Dynamo take `code` as a frame to compile (diag's wrappers around compiled code).
-    Once per code object: the closures made here share theirs."""
+    Once per code object: the closures made here share theirs. Before the program imports
+    Dynamo the code is marked the moment it does (collectors/importhook.py), before anything
+    can be compiled."""
     if code in _SKIPPED:
         return
+    _SKIPPED.add(code)
+    if "torch._dynamo" in sys.modules:
+        _mark(code)
+        return
+    if not _PENDING:
+        from ..importhook import on_import
+
+        on_import("torch._dynamo", _mark_pending)
+    _PENDING.append(code)
+
+
+def _mark(code: Any) -> None:
     from torch._dynamo.eval_frame import skip_code as dynamo_skip_code
 
     dynamo_skip_code(code)
-    _SKIPPED.add(code)
+
+
+def _mark_pending(module: Any) -> None:
+    while _PENDING:
+        _mark(_PENDING.pop())
 
 
 def first_tensor_shape(torch: Any, args: Any, kwargs: Any, names: tuple[str, ...]) -> Any:
