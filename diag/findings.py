@@ -74,11 +74,14 @@ def findings_to_json(
     return json.dumps(payload, indent=1, default=str)
 
 
-def findings_to_text(findings: list[Finding], visibility: Visibility | None = None) -> str:
+def findings_to_text(
+    findings: list[Finding], visibility: Visibility | None = None, only: list[str] | None = None
+) -> str:
     """The findings, headed by the recording's status and what diag could not see in it.
 
-    "No findings" is an all-clear only when the recording is complete and nothing stands in
-    its way; otherwise it says what was seen and what was not."""
+    "No findings" is an all-clear only when the recording is complete, nothing stands in its
+    way and every analyzer ran; otherwise it says what was seen and what was not (`only`: the
+    analyzers `--only` chose, whose silence says nothing of the others)."""
     lines = []
     if visibility is not None:
         from diag.status import status_lines
@@ -86,7 +89,13 @@ def findings_to_text(findings: list[Finding], visibility: Visibility | None = No
         lines.extend(status_lines(visibility))
         lines.append("")
     if not findings:
-        lines.append(_no_findings(visibility))
+        if only:
+            lines.append(
+                f"No findings from {', '.join(only)} (--only: the other analyzers did not run, "
+                "so this is no all-clear)."
+            )
+        else:
+            lines.append(_no_findings(visibility))
         return "\n".join(lines)
     from diag.grouping import group_note, related_lines
 

@@ -72,6 +72,6 @@ class AnalyzeCommand:
             print("\n".join([*status_lines(visibility), ""]))
             print("No findings in what could be read; see the warnings above.")
         else:
-            print(findings_to_text(findings, visibility))
+            print(findings_to_text(findings, visibility, args.only))
         sys.stdout.flush()
         return 0
