@@ -120,6 +120,7 @@ class DiffusersAdapter:
         self.call: _Call | None = None
         self._lock = threading.Lock()
         self._signatures: dict[Any, inspect.Signature | None] = {}
+        self._offload_seen: set[int] = set()
 
     # -- installing ------------------------------------------------------------------------------
 
@@ -309,6 +310,9 @@ class DiffusersAdapter:
             if nested:
                 return call
             self.session.announce_adapter(ADAPTER_NAME)
+            if id(pipe) not in self._offload_seen:
+                self._offload_seen.add(id(pipe))
+                self.session.guarded(_WHERE, self._offload_event, pipe)
             if self.steps.request_id is None:
                 call.owns_request = True
                 self.steps.request_start(
@@ -321,6 +325,29 @@ class DiffusersAdapter:
                         self.call = None
             raise
         return call
+
+    def _offload_event(self, pipe: Any) -> None:
+        """How the pipeline offloads its models (once per pipeline, at its first call): with
+        `enable_model_cpu_offload()` each request moves the models back to the GPU at their
+        first use, which a step-0 spike's cause is read off (diag.spikes)."""
+        hooks = getattr(pipe, "_all_hooks", None)
+        group = False
+        components: dict[str, int] = {}
+        items = getattr(pipe, "components", {})
+        for name, module in (items.items() if isinstance(items, dict) else ()):
+            if not isinstance(module, self.session.torch.nn.Module):
+                continue
+            components[name] = sum(p.numel() * p.element_size() for p in module.parameters())
+            registry = getattr(module, "_diffusers_hook", None)
+            order = getattr(registry, "_hook_order", ())
+            group = group or any("group_offloading" in str(h) for h in order)
+        self.session.emit(
+            "pipeline_offload",
+            pipeline=type(pipe).__name__,
+            model=bool(hooks),
+            group=group,
+            param_bytes=components,
+        )
 
     def call_exit(self, call: _Call, pipe: Any) -> None:
         for i in range(len(call.pipes) - 1, -1, -1):
