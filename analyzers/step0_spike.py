@@ -50,8 +50,18 @@ import statistics
 from dataclasses import dataclass
 
 from diag.causes import cause_short, recompile_cause
+from diag.errors import DiagError
 from diag.findings import Finding
 from diag.frames import label as frame_label
+from diag.spikes import (
+    DESCRIPTIONS,
+    FIXES,
+    ProfileComparison,
+    SpikeCause,
+    compare_profile,
+    event_cause,
+    profile_cause,
+)
 from diag.stats import NOISE_SIGMAS, Sample, sample, stands_out
 from diag.trace.run import Compile, Event, Request, RunData, Step, Trace
 
@@ -282,7 +292,7 @@ def _check(
     rid = request.request_id
     compiles = index.compiles.get((request.pid, rid, step0.index), [])
     compile_s = sum(c.duration_s or 0.0 for c in compiles)
-    growth = _reserved_growth(index.previous_step(step0), step0)
+    previous = index.previous_step(step0)
     window = _profile_window(index.windows.get(step0.pid, []), step0)
 
     ratio = timing.step0 / timing.median if timing.median > 0 else float("inf")
@@ -341,33 +351,49 @@ def _check(
             "new size (step 0 here) and record it at the next; the cudagraphs finding for "
             f"{rid} has the recordings"
         )
+    found: SpikeCause | None = None
     if step0.profiled:
-        causes.append("profiler")
-        name = f" (window {window})" if window else ""
         evidence.append(
-            f"step 0 ran under torch.profiler{name}: the profiler's start-up and "
-            "instrumentation land on the first profiled step"
+            "step 0 ran under torch.profiler"
+            + (
+                f" (window {window}: `diag tui` and `diag report` show its kernels)"
+                if window
+                else ""
+            )
         )
-    if growth is not None:
-        causes.append("allocator")
-        before, after, prev = growth
-        evidence.append(
-            f"reserved GPU memory grew {_bytes(before)} -> {_bytes(after)} "
-            f"(+{_bytes(after - before)}) against the previous step ({prev.request_id} step "
-            f"{prev.index}): the caching allocator took new memory from the driver in step 0"
-        )
+    if not causes:
+        # Read the cause off step 0's own profile (op by op against steady profiled steps),
+        # else off the events (allocator growth inside the step, an offloaded model's reload).
+        if step0.profiled:
+            comparison = _comparison(run, request, step0)
+            if comparison is not None:
+                found = profile_cause(comparison, timing.excess)
+            else:
+                evidence.append(
+                    "its profile could not be compared: no steady profiled step of this process "
+                    "(or its window could not be read)"
+                )
+        if found is None or found.kind == "unknown":
+            from_events = event_cause(run, request, step0, previous)
+            if from_events is not None and (found is None or from_events.decided):
+                found = from_events
+        if found is not None:
+            evidence.extend(found.evidence)
+            if found.kind != "unknown":
+                causes.append(found.kind)
     cause = causes[0] if causes else "unknown"
     noisy: list[str] = []
     if cause == "unknown":
-        evidence.append(
-            "no compile that explains it, no profiler and no allocator growth in step 0: the "
-            "cause is not in the trace (a host-side pause, e.g. Python's garbage collector or "
-            "another process, looks like this)"
-        )
+        if found is None:
+            evidence.append(
+                "no compile that explains it and nothing in the step's events (no profile, no "
+                "allocator growth inside it): the cause is not in the trace (a host-side pause, "
+                "e.g. Python's garbage collector or another process, looks like this)"
+            )
         noisy = _host_doubts(timing, index.host_noise.get(request.pid), step0.host_load)
         evidence.extend(noisy)
     evidence.extend(_tag_lines(run, request.pid))
-    what = _cause_title(cause, compiles, compile_s, frames, growth)
+    what = _cause_title(cause, compiles, compile_s, frames, found)
     tuned = [
         f"{label} {_secs(seconds)}"
         for label, seconds in (
@@ -387,9 +413,8 @@ def _check(
     return Finding(
         id=f"{ANALYZER}:{rid}{_id_suffix(run, request.pid)}",
         analyzer=ANALYZER,
-        # The profiler's own start is diag's cost, not the program's: context, not a warning.
-        # A spike the host's noise could explain is no verdict about the program either.
-        severity="info" if cause == "profiler" or noisy else "warning",
+        # A spike the host's noise could explain is no verdict about the program.
+        severity="info" if noisy else "warning",
         title=title,
         evidence=evidence,
         fix=_fix(cause, frames)
@@ -418,7 +443,30 @@ def _check(
             "frames": frames,
             **{key: round(value, 6) for key, value in tuning.items() if value},
         },
+        claims=[
+            {
+                "kind": "spike",
+                "process": request.pid,
+                "phase": "live",
+                "request": rid,
+                "step": step0.index,
+                "excess_ms": round(timing.excess * 1000, 3),
+                "cause": {
+                    "kind": {"cudagraph": "cudagraph-record"}.get(cause, cause),
+                    "decided": cause != "unknown" and not noisy,
+                },
+            }
+        ],
     )
+
+
+def _comparison(run: RunData, request: Request, step0: Step) -> ProfileComparison | None:
+    """Step 0's profile compared with steady ones; None when the windows cannot be read (a
+    missing or damaged Kineto file: the reader's warnings say which)."""
+    try:
+        return compare_profile(run, request, step0)
+    except (OSError, ValueError, DiagError):
+        return None
 
 
 def _tuning(timings: list[Event]) -> dict[str, float]:
@@ -522,16 +570,6 @@ def _cross_reference(run: RunData, request: Request, compiles: list[Compile]) ->
     )
 
 
-def _reserved_growth(prev: Step | None, step0: Step) -> tuple[int, int, Step] | None:
-    """(reserved before, after, previous step) when reserved bytes grew across step 0."""
-    if prev is None or step0.memory is None or prev.memory is None:
-        return None
-    before, after = prev.memory.get("reserved"), step0.memory.get("reserved")
-    if isinstance(before, int) and isinstance(after, int) and after > before:
-        return before, after, prev
-    return None
-
-
 def _profile_window(starts: list[Event], step0: Step) -> str | None:
     windows = [e for e in starts if e.t <= step0.start_t]
     if not windows:
@@ -545,16 +583,14 @@ def _cause_title(
     compiles: list[Compile],
     compile_s: float,
     frames: list[str],
-    growth: tuple[int, int, Step] | None,
+    found: SpikeCause | None,
 ) -> str:
     if cause == "compile":
         return f"{len(compiles)} compile(s) of {', '.join(frames)} ({_secs(compile_s)})"
     if cause == "cudagraph":
         return "CUDA graphs warming up at a new size (an eager run, then the recording)"
-    if cause == "profiler":
-        return "the profiler starting"
-    if cause == "allocator" and growth is not None:
-        return f"the allocator grew its reserve by {_bytes(growth[1] - growth[0])}"
+    if cause in DESCRIPTIONS and cause != "unknown":
+        return DESCRIPTIONS[cause]
     if compiles:
         return f"cause unknown (compiles in the step took only {_secs(compile_s)})"
     return "cause unknown"
@@ -572,16 +608,8 @@ def _fix(cause: str, frames: list[str]) -> str:
             "Record the request's CUDA graphs in warmup: see the cudagraphs finding's fix (warm "
             "every size traffic sends, or serve static graphs)."
         )
-    if cause == "profiler":
-        return (
-            "Nothing to fix in the program: read step times from unprofiled steps, or profile "
-            "steady steps (--profile steady:N) when timing matters."
-        )
-    if cause == "allocator":
-        return (
-            "Let warmup grow the allocator: warm up at the largest live shape, and don't call "
-            "torch.cuda.empty_cache() between requests (see warmup-hygiene)."
-        )
+    if cause in FIXES:
+        return FIXES[cause]
     return (
         "Profile the first step of a live request (diag record --profile new-shapes) to see "
         "where the time goes: lazy initialisation (cuBLAS/cuDNN handles, autotuning), CUDA "

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import gc
+import sys
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -25,13 +26,25 @@ def _wrap(session: Session, owner: Any, attr: str, event: str) -> None:
         if session.paused:  # Session.pause: no per-call work
             return original(*args, **kwargs)
         started = time.monotonic_ns()
+        # Who called it: a library's own call (diffusers' model offload empties the cache after
+        # every request) is not the user's to remove, and the fix says so.
+        frame = sys._getframe(1)
+        caller = {
+            "file": frame.f_code.co_filename,
+            "line": frame.f_lineno,
+            "name": frame.f_code.co_name,
+        }
         try:
             return original(*args, **kwargs)
         finally:
             steps = session.steps
             where = steps.position() if steps is not None else {}
             session.emit(
-                event, t=started, duration_s=(time.monotonic_ns() - started) / 1e9, **where
+                event,
+                t=started,
+                duration_s=(time.monotonic_ns() - started) / 1e9,
+                caller=caller,
+                **where,
             )
 
     wrapper.__diag_wrapped__ = True  # type: ignore[attr-defined]

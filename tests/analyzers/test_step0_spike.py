@@ -33,6 +33,7 @@ def _request(
     phase: str = "live",
     profiled: tuple[int, ...] = (),
     reserved: list[int] | None = None,
+    reserved_start: int | None = None,
     gpu_ms: list[float] | None = None,
     cpu_ms: list[float] | None = None,
 ) -> list[dict[str, Any]]:
@@ -44,9 +45,11 @@ def _request(
     ]
     for i, ms in enumerate(times_ms):
         where = {"request_id": rid, "step": i, "phase": phase}
-        events.append(
-            {"t": t + 1, "ev": "step_start", **where, "shape": [2, 8, 8], "profiled": i in profiled}
-        )
+        start = {"t": t + 1, "ev": "step_start", **where, "shape": [2, 8, 8]}
+        start["profiled"] = i in profiled
+        if i == 0 and reserved_start is not None:
+            start["memory"] = {"allocated": 1, "reserved": reserved_start, "max_allocated": 1}
+        events.append(start)
         t += int(ms * MS) + 2
         end: dict[str, Any] = {"t": t, "ev": "step_end", **where, "wall_s": ms / 1000}
         end["profiled"] = i in profiled
@@ -100,44 +103,83 @@ def test_clean_run_has_no_warning(record_fixture: RecordFixture) -> None:
 
 
 def test_h200_recording_uses_gpu_time_and_skips_short_baselines() -> None:
-    """r1 step 0 (4.8 s, a compile and the profiler) against 87 ms; r0 has only 1 unprofiled
-    other step (steps 0, 2 and 3 were profiled): its profiled steps join the baseline, and its
-    step 0 is no spike against them."""
+    """r1 step 0 (4.8 s, a compile, profiled) against 87 ms; r0 has only 1 unprofiled other step
+    (steps 0, 2 and 3 were profiled): its profiled steps join the baseline, and its step 0 is no
+    spike against them. Being profiled is no cause of its own: the compile is."""
     findings = analyze(load_trace(H200 / "record-wan-offload-unwarmed"))
     finding = _only(findings)
     assert finding.id == "step0-spike:r1"
     assert finding.data["metric"] == "gpu"
-    assert finding.data["causes"] == ["compile", "profiler"]
+    assert finding.data["causes"] == ["compile"]
     assert 0.08 < finding.data["median_s"] < 0.09
     assert "window r1-s0-new-shape" in "\n".join(finding.evidence)
 
 
-def test_profiler_start(tmp_path: Path) -> None:
+def test_profiled_step0_is_not_blamed_on_the_profiler(tmp_path: Path) -> None:
+    """A profiled step 0 whose profile cannot be compared (no steady profiled step, no window
+    file: written by hand) has no cause read off it: unknown, never "the profiler starting"."""
     events = [
         {"t": 5 * MS, "ev": "profile_window_start", "window": "r0-s0-new-shape"},
         *_request("r0", 10, [400, 100, 110, 90], profiled=(0,)),
     ]
     finding = _only(analyze(_write_trace(tmp_path, events)))
-    assert finding.data["cause"] == "profiler"
+    assert finding.data["cause"] == "unknown"
     assert finding.data["median_s"] == 0.1
-    assert "the profiler starting" in finding.title
+    assert "profiler" not in finding.title
     assert "window r0-s0-new-shape" in "\n".join(finding.evidence)
-    # diag's own cost: reported as context, so a clean profiled run has no warning.
-    assert finding.severity == "info"
+    assert finding.severity == "warning"
+    assert finding.claims[0]["cause"] == {"kind": "unknown", "decided": False}
 
 
-def test_allocator_growth(tmp_path: Path) -> None:
-    """Reserved bytes grew in r1 step 0 against r0's last step (as after empty_cache())."""
+def test_allocator_growth_is_measured_inside_the_step(tmp_path: Path) -> None:
+    """After r0 (1 GiB reserved) an empty_cache() gave it back; r1's step 0 grew the reserve
+    from 0 to 2 GiB inside the step. Measured against the step's own start (the previous
+    step's end says nothing after an empty_cache), shown, but not named the cause: without a
+    profile its cost is not known (hand-written: CPU recordings have no CUDA allocator)."""
     gib = 1 << 30
     events = [
         *_request("r0", 0, [100, 100, 100], reserved=[gib, gib, gib]),
-        *_request("r1", 1000, [300, 100, 100], reserved=[2 * gib, 2 * gib, 2 * gib]),
+        {"t": 500 * MS, "ev": "empty_cache", "duration_s": 0.001, "phase": "live"},
+        *_request(
+            "r1", 1000, [300, 100, 100], reserved=[2 * gib, 2 * gib, 2 * gib], reserved_start=0
+        ),
     ]
     finding = _only(analyze(_write_trace(tmp_path, events)))
     assert finding.id == "step0-spike:r1"
-    assert finding.data["cause"] == "allocator"
-    assert "grew 1.00 GiB -> 2.00 GiB (+1.00 GiB)" in "\n".join(finding.evidence)
-    assert "empty_cache" in finding.fix
+    assert finding.data["cause"] == "unknown"
+    text = "\n".join(finding.evidence)
+    assert "the allocator's reserve grew 2.00 GiB inside step 0" in text
+    assert "torch.cuda.empty_cache() ran 1 time(s) after r0's last step" in text
+
+
+def test_model_offload_reload_read_off_the_profile() -> None:
+    """H200, diffusers WanPipeline with enable_model_cpu_offload(): every request's step 0 copies
+    the 1.09 GiB transformer back to the GPU. r2 was profiled whole: its step 0's profile against
+    its steady steps shows the host-to-device copies (torch's own record: 1,166,652,544 bytes of
+    Memcpy HtoD in step 0, none in steps 1-5)."""
+    findings = analyze(load_trace(H200 / "offload-model-profiled"))
+    by_id = {f.id: f for f in findings}
+    for rid in ("r2", "r3"):
+        finding = by_id[f"step0-spike:{rid}"]
+        assert finding.data["cause"] == "offload-reload", finding.evidence
+        text = "\n".join(finding.evidence)
+        assert "host-to-device copies: 1.09 GiB" in text
+        assert "profiler" not in finding.title
+        assert "enable_group_offload" in finding.fix
+        assert finding.claims[0]["cause"] == {"kind": "offload-reload", "decided": True}
+
+
+def test_model_offload_reload_read_off_the_events() -> None:
+    """The same program unprofiled: the reserve grew 1.21 GiB inside step 0 (after the previous
+    request's empty_cache()), and the pipeline's model offload holds 1.09 GiB of weights."""
+    findings = analyze(load_trace(H200 / "offload-model-unprofiled"))
+    assert {f.id for f in findings} == {"step0-spike:r2", "step0-spike:r3"}
+    for finding in findings:
+        assert finding.data["cause"] == "offload-reload"
+        text = "\n".join(finding.evidence)
+        assert "the allocator's reserve grew 1.21 GiB inside step 0" in text
+        assert "empty_cache() ran 2 time(s)" in text
+        assert "enable_model_cpu_offload()" in text
 
 
 def test_unknown_cause_and_threshold_edges(tmp_path: Path) -> None:
