@@ -31,6 +31,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from .adapters import compiled_calls
+
 if TYPE_CHECKING:
     from .session import Session
 
@@ -434,9 +436,12 @@ class MagiCollector:
         counter = self.counter
         before = counter.num_backend_compilations if counter is not None else 0
         started = time.monotonic_ns()
+        # The fast path never enters torch.compile's callable: it counts for inferred steps here.
+        token = compiled_calls.enter_call(state, args, kwargs)
         try:
             return self._run_marked(original, state, target, args, kwargs)
         finally:
+            compiled_calls.leave_call(token)
             if counter is not None and counter.num_backend_compilations != before:
                 self.session.guarded(
                     "magi.runtime_compile", self._runtime_compile, target, before, started

@@ -145,11 +145,13 @@ class StepTracker:
             **({"memory": memory} if memory else {}),
         )
 
-    def step_end(self) -> None:
+    def step_end(self, at: tuple[int, int] | None = None) -> None:
+        """End the open step now, or at `at` (monotonic ns, process CPU ns) when an adapter
+        learns only later that the step ended earlier (inferred steps end at their last call)."""
         if self.step_index is None or self.session.paused:
             return
-        t = time.monotonic_ns()
-        cpu_s = (time.process_time_ns() - self._cpu_start) / 1e9
+        t, cpu_ns = at if at is not None else (time.monotonic_ns(), time.process_time_ns())
+        cpu_s = (cpu_ns - self._cpu_start) / 1e9
         gpu_end = self._cuda_event()
         profiler = self.session.profiler
         profiled = bool(profiler is not None and profiler.active)

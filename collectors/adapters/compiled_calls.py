@@ -1,4 +1,4 @@
-"""The fallback for programs no adapter knows: each outermost call into compiled code is a step.
+"""The fallback for programs no adapter knows: steps from the calls into compiled code.
 
 `torch.compile` is wrapped (after profiling.py's region markers, around them), so every callable
 it returns is seen: a compiled function or `nn.Module.compile()`'s compiled `_call_impl` gets a
@@ -7,11 +7,14 @@ forward hook. These sit outside the compiled code: Dynamo is told to skip the wr
 while Dynamo traces (a compiled callable called inside another compiled graph) they only call
 through, so they change no graph and no guard.
 
-A step is the outermost such call on the program's thread, outside any step another adapter
-knows. When that call is made from inside an `nn.Module` call that runs eagerly (a model whose
-blocks are compiled one by one), the step is the outermost such module's call instead: the module
-gets the same pair of hooks, so its calls are steps from its second call on; its first call's step
-ends where the next one starts. Requests are inferred (adapters/inferred.py): a new input shape,
+Outermost such calls on the program's thread, outside any step another adapter knows, make the
+steps. When a call is made from inside an `nn.Module` call that runs eagerly (a model whose
+blocks are compiled one by one), the step is the outermost such module's call: the module gets
+the same pair of hooks, so its calls are steps from its second call on; its first call's step
+ends where the next one starts. Otherwise (a loop of the program's own over compiled blocks, a
+compiled helper between model calls, magi's fast path) a step is one period of the sequence of
+outermost compiled calls the loop repeats (call_period.py), ending at its last call.
+Requests are inferred (adapters/inferred.py): a new input shape,
 a diffusers scheduler's `set_timesteps`, or a long pause starts one.
 
 The fallback yields to every adapter that knows steps: it is off from the start when `--step-fn`,
@@ -24,12 +27,15 @@ It is named `compiled-calls (inferred)` in the `adapter` event.
 from __future__ import annotations
 
 import functools
+import os
 import sys
 import threading
+import time
 from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from .call_period import REQUEST, CallPeriod, call_key
 from .inferred import RANK_COMPILED_CALLS, InferredSteps, first_tensor_shape, outside_dynamo
 from .inferred import skip_code as _skip_code
 
@@ -72,6 +78,22 @@ def _first_call(session: Session, target: Any) -> None:
         session.guarded(_WHERE, callback, target)
 
 
+def enter_call(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """A call into compiled code that does not go through torch.compile's callable (magi's fast
+    path) begins: it counts for inferred steps like one that does. Returns the token for
+    `leave_call`."""
+    fallback = _FALLBACK
+    if fallback is None or fallback.torch.compiler.is_compiling():
+        return None
+    return (fallback, fallback.session.guarded(_WHERE, fallback._enter, target, args, kwargs))
+
+
+def leave_call(token: Any) -> None:
+    if token is not None:
+        fallback, inner = token
+        fallback.session.guarded(_WHERE, fallback._leave, inner)
+
+
 def turn_off() -> None:
     """An adapter that knows the program's steps is installed: the fallback stays silent."""
     if _FALLBACK is not None:
@@ -87,6 +109,12 @@ class CompiledCalls:
         self._call_impl_code = self.torch.nn.Module._call_impl.__code__
         self._step_modules: dict[int, Any] = {}  # id -> module whose calls are steps
         self._module_step: Any = None  # the step module whose call opened the open step
+        self._period = CallPeriod()
+        # diag's wrappers and torch's module-call frames are no call sites of the program.
+        self._skip: tuple[str, ...] = (
+            os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+            os.path.dirname(os.path.abspath(str(self.torch.__file__))),
+        )
         # While the session is paused (Session.pause) these hooks and the wrappers only call
         # through.
         self._module_pre = outside_dynamo(self.torch, self._on_module_pre, session)
@@ -188,16 +216,36 @@ class CompiledCalls:
             if predicate(target):
                 enter(target, args, kwargs)
                 return (leave, target)
-        if self.inferred.silent or self.inferred.stepping or not self.inferred.may_step():
+        inferred = self.inferred
+        if inferred.silent or self._module_step is not None:
+            return None
+        if not inferred.stepping and not inferred.may_step():
             return None
         module = self._enclosing_module(target)
         if module is not None:  # blocks compiled one by one: the module's call is the step
+            if inferred.stepping:
+                return None
             self._adopt(module)
-            if self.inferred.start(self._shape(args, kwargs)):
+            if inferred.start(self._shape(args, kwargs)):
                 self._module_step = module
             return None
-        if self.inferred.start(self._shape(args, kwargs)):
-            local.step_call = True
+        # A loop of the program's own: the steps are the period of its compiled calls.
+        local.outermost = True
+        key = call_key(target, args, self._skip)
+        starts = self._period.boundary(key)
+        if not starts:
+            return None
+        if inferred.stepping:
+            inferred.end(at_last_call=True)
+            if not inferred.may_step():
+                return None
+        if starts == REQUEST:
+            inferred.boundary = True  # the loop was entered anew
+        if inferred.start(self._shape(args, kwargs)) and inferred.new_request:
+            # A new request (a new shape, a pause, a new denoising loop): its calls are
+            # counted from this one.
+            self._period.reset()
+            self._period.boundary(key)
         return None
 
     def _leave(self, token: Any) -> None:
@@ -207,9 +255,9 @@ class CompiledCalls:
         if token is not None:
             leave, target = token
             leave(target)
-        if depth == 0 and local.__dict__.get("step_call"):
-            local.step_call = False
-            self.inferred.end()
+        if depth == 0 and local.__dict__.get("outermost"):
+            local.outermost = False
+            self.inferred.last_call = (time.monotonic_ns(), time.process_time_ns())
 
     def _shape(self, args: Any, kwargs: Any) -> list[int] | None:
         shape = first_tensor_shape(self.torch, args, kwargs, _SHAPE_NAMES)

@@ -60,6 +60,11 @@ class InferredSteps:
         self._start_ns = 0
         self._last_end_ns: int | None = None
         self._walls: list[float] = []
+        #: When the last outermost compiled call ended (monotonic ns, process CPU ns): a step
+        #: made of several calls ends there, not when the next one begins.
+        self.last_call: tuple[int, int] | None = None
+        #: Set by `start` when it began a new request.
+        self.new_request = False
         _ACTIVE.append(self)
 
     def may_step(self) -> bool:
@@ -104,6 +109,9 @@ class InferredSteps:
                 steps.request_end()
             self._request = steps.request_start(None, shape, None)
             self._walls = []
+            self.new_request = True
+        else:
+            self.new_request = False
         self.boundary = False
         self._shape = shape
         steps.step_start(None, shape)
@@ -111,15 +119,17 @@ class InferredSteps:
         self._start_ns = time.monotonic_ns()
         return True
 
-    def end(self) -> None:
-        """Close the step this adapter opened (if it is still the open one)."""
+    def end(self, at_last_call: bool = False) -> None:
+        """Close the step this adapter opened (if it is still the open one); `at_last_call`:
+        at the end of its last compiled call (a step made of several calls)."""
         if not self._open:
             return
         self._open = False
         steps = self.session.steps
+        at = self.last_call if at_last_call and self.last_call is not None else None
         if steps.step_index is not None and steps.request_id == self._request:
-            steps.step_end()
-        now = time.monotonic_ns()
+            steps.step_end(at)
+        now = at[0] if at is not None else time.monotonic_ns()
         self._walls.append((now - self._start_ns) / 1e9)
         self._last_end_ns = now
 

@@ -142,3 +142,70 @@ def test_a_program_with_diag_api_keeps_its_own_steps(tmp_path: Path) -> None:
     assert [(e["request_id"], e["step"]) for e in of("step_end", evs)] == [("mine", 0)]
     assert not of("collector_error", evs)
     assert recorded == plain
+
+
+LOOP = """
+import sys
+import torch
+
+torch.manual_seed(0)
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        return x + torch.tanh(self.lin(x))
+
+
+blocks = [torch.compile(Block(), backend="aot_eager") for _ in range(3)]
+
+
+@torch.compile(backend="aot_eager")
+def combine(cond, uncond, scale):
+    return uncond + scale * (cond - uncond)
+
+
+def model(x):
+    for block in blocks:
+        x = block(x)
+    return x
+
+
+@torch.no_grad()
+def serve(tokens, steps):
+    x = torch.randn(1, tokens, 8, generator=torch.Generator().manual_seed(0))
+    for _ in range(steps):
+        cond = model(x)
+        uncond = model(x * 0.5)
+        x = x - 0.1 * combine(cond, uncond, 4.0)
+    print("request", tokens, steps, round(float(x.double().sum()), 4), flush=True)
+
+
+serve(16, 3)
+serve(24, 4)
+"""
+
+
+def test_a_loop_over_compiled_blocks_makes_denoising_steps(tmp_path: Path) -> None:
+    """A hand-written denoising loop (no adapter) that calls three compiled blocks for the cond
+    pass, again for the uncond pass, then a compiled guidance helper: 7 outermost compiled calls
+    per iteration. The steps are its iterations (3, then 4 at the new shape), not one per call;
+    the helper's compile lands in the step it ran in."""
+    app = tmp_path / "loop.py"
+    app.write_text(LOOP)
+    proc = diag_record(tmp_path / "trace", PYTHON, str(app))
+    assert proc.returncode == 0, proc.stderr
+    evs = events(tmp_path / "trace")
+    assert [e["name"] for e in of("adapter", evs)] == ["compiled-calls (inferred)"]
+    assert [(e["request_id"], e["shape"]) for e in of("request_start", evs)] == [
+        ("r1", [1, 16, 8]),
+        ("r2", [1, 24, 8]),
+    ]
+    steps = [(e["request_id"], e["step"]) for e in of("step_end", evs)]
+    assert steps == [("r1", s) for s in range(3)] + [("r2", s) for s in range(4)]
+    frames = [(e["frame"]["name"], e["request_id"], e["step"]) for e in of("compile_end", evs)]
+    assert ("combine", "r1", 0) in frames and ("forward", "r1", 0) in frames
+    assert all(step is not None for _, _, step in frames)
