@@ -37,6 +37,7 @@ PROCESS_CUT_SHORT = "process-cut-short"
 NO_STEPS = "no-steps"
 NO_WARMUP = "no-warmup"
 COLLECTORS_PAUSED = "collectors-paused"
+REFERENCE_MISALIGNED = "reference-misaligned"
 
 #: How to show diag a program's steps and requests, and its warmup (shared with the summary).
 HOW_STEPS = (
@@ -115,7 +116,53 @@ def assess(trace: Trace) -> Visibility:
         notices.append(_teardown_notice(trace, status) or _incomplete_notice(status))
     for run in trace.subject_runs:
         notices.extend(_run_notices(trace, run, imported))
+    misaligned = _reference_notice(trace)
+    if misaligned is not None:
+        notices.append(misaligned)
     return Visibility(status, notices)
+
+
+def _served(run: RunData) -> dict[tuple[str, tuple[int, ...] | None], list[int]]:
+    """(phase, request shape) -> each request's step count, in order."""
+    served: dict[tuple[str, tuple[int, ...] | None], list[int]] = {}
+    for request in run.requests:
+        shape = tuple(request.shape) if isinstance(request.shape, list) else None
+        served.setdefault((request.phase, shape), []).append(len(request.steps))
+    return served
+
+
+def _reference_notice(trace: Trace) -> Notice | None:
+    """The run compiled code is compared with does not line up with it: other request shapes
+    or other step counts. Kernel comparisons align steps by request and step, so those not on
+    both sides are not compared."""
+    compiled, reference = trace.compiled, trace.reference
+    if compiled is None or reference is None or not compiled.requests:
+        return None
+    mine, theirs = _served(compiled), _served(reference)
+    if mine == theirs:
+        return None
+    differ = [
+        f"{phase} {'x'.join(map(str, shape)) if shape else 'no shape'}: "
+        f"{_counts(mine.get((phase, shape)))} here, {_counts(theirs.get((phase, shape)))} in "
+        f"{reference.label}"
+        for phase, shape in dict.fromkeys([*mine, *theirs])
+        if mine.get((phase, shape)) != theirs.get((phase, shape))
+    ]
+    return Notice(
+        REFERENCE_MISALIGNED,
+        f"run {reference.label} does not line up with the compiled run (requests and steps per "
+        f"shape): {'; '.join(differ[:4])}{' ...' if len(differ) > 4 else ''}; comparisons "
+        "with it cover only the requests and steps both runs have",
+        "record both runs with the same inputs and step boundaries (an adapter or diag.api "
+        "marks them alike in both)",
+        reference.label,
+    )
+
+
+def _counts(steps: list[int] | None) -> str:
+    if not steps:
+        return "no request"
+    return f"{len(steps)} request(s) of {'/'.join(map(str, steps[:6]))} step(s)"
 
 
 # --- status ------------------------------------------------------------------------------------
