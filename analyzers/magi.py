@@ -81,6 +81,7 @@ def analyze(trace: Trace) -> list[Finding]:
         findings.extend(_failures(run, compiles, root))
         findings.extend(_guard_bypass(run, root))
         findings.extend(_boundary(trace, run, compiles))
+        findings.extend(_unsplit(run, compiles))
         findings.extend(_step0(run, compiles))
         summary = _summary(run, compiles, root)
         if summary is not None:
@@ -143,6 +144,17 @@ def _dims(state: Event | None) -> str:
 def _config(state: Event | None) -> dict[str, object]:
     config = state.data.get("config") if state is not None else None
     return config if isinstance(config, dict) else {}
+
+
+def _user_stack(text: str, cwd: str | None) -> list[tuple[str, str]]:
+    """Every frame of torch's "User stack", outermost first (location, code line)."""
+    if "User stack" not in text:
+        return []
+    stack = text.split("User stack", 1)[-1]
+    return [
+        (f"{_relative(m.group('file'), cwd)}:{m.group('line')}", m.group("code").strip()[:160])
+        for m in _FRAME.finditer(stack)
+    ]
 
 
 def _user_frame(text: str, cwd: str | None) -> tuple[str, str] | None:
@@ -215,7 +227,15 @@ def _specialized(
         f"specialised: {dims}",
     ]
     if frame is not None:
-        evidence.append(f"the line that specialised it: {frame[0]}: {frame[1]}")
+        evidence.append(f"torch reports the specialisation at {frame[0]}: {frame[1]}")
+    chain = _user_stack(error, cwd)
+    if len(chain) > 1:
+        # torch names the op where the constant met the dim; the value may have entered at any
+        # frame above it (a size read from self.xxx and passed down): the whole path is shown.
+        evidence.append(
+            "the constant reaches that op through (outermost first): "
+            + " -> ".join(f"{where} `{code}`" for where, code in chain)
+        )
     evidence.append("torch's message: " + error.strip().splitlines()[0][:300])
     if len(same) > 1:
         evidence.append(f"{len(same)} magi targets failed the same way")
@@ -340,7 +360,55 @@ def _guard_bypass(run: RunData, cwd: str | None) -> list[Finding]:
     return findings
 
 
-# -- 3. boundary ops against a reference run ----------------------------------------------------
+# -- 3. boundary ops: a split that never happened, and against a reference run ------------------
+
+
+def _unsplit(run: RunData, compiles: list[_Compile]) -> list[Finding]:
+    """Boundary ops declared, yet magi's split found none of them in the graph: magi's own
+    counters say how many pieces were boundary ops (pieces seen less pieces compiled), so a
+    compile that split at none fused every declared boundary op's work into the Inductor
+    graph (an op Dynamo saw as plain ATen ops, or one never registered). No reference run is
+    needed to see it."""
+    findings = []
+    seen: set[str] = set()
+    for item in compiles:
+        counters = item.event.data.get("counters")
+        ops = _ops(_config(item.state))
+        if not item.ok or not ops or not isinstance(counters, dict) or item.name in seen:
+            continue
+        pieces = counters.get("num_piecewise_graphs_seen")
+        compiled = counters.get("num_piecewise_capturable_graphs_seen")
+        if not isinstance(pieces, int) or not isinstance(compiled, int) or pieces < 1:
+            continue  # loaded from magi's cache: no split ran in this process
+        if pieces - compiled > 0:
+            continue
+        seen.add(item.name)
+        findings.append(
+            Finding(
+                id=f"{ANALYZER}:unsplit:{item.name}{id_suffix(run, item.event.pid)}",
+                analyzer=ANALYZER,
+                severity="warning",
+                title=f"magi split {item.name}'s graph at none of its boundary ops "
+                f"({', '.join(ops)}): their work is fused into the compiled graph",
+                evidence=[
+                    f"declared boundary ops (splitting_ops): {', '.join(ops)}",
+                    f"magi's counters for the compile at {_where(item.event)}: {pieces} piece(s), "
+                    f"{compiled} compiled by the backend: {pieces - compiled} boundary op(s) "
+                    "found in the graph",
+                    "a boundary op keeps its own kernel between compiled pieces (attention's "
+                    "flash or cuDNN kernel, a custom op); none was in the graph Dynamo traced, "
+                    "so what it wraps ran as traced ATen ops inside the compiled piece",
+                ],
+                fix="Call the op through its registered custom op inside the compiled code "
+                "(magi_register_custom_op(..., is_subgraph_boundary=True) or a torch.library "
+                "custom op listed in splitting_ops), not through a Python path that Dynamo "
+                "traces into (a fallback taken under torch.compiler.is_compiling()).",
+                location=_target_location(item.event, None),
+                run=run.label,
+                data={"target": item.name, "ops": ops, "pieces": pieces, "compiled": compiled},
+            )
+        )
+    return findings
 
 
 def _boundary(trace: Trace, run: RunData, compiles: list[_Compile]) -> list[Finding]:
