@@ -6,7 +6,10 @@ on first use, so `import diag` (and every CLI path) stays free of pandas.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ imports it on first use
+    from diag.notebook import open as open  # noqa: A004
 
 __version__ = "0.1.0"
 

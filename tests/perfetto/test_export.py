@@ -79,6 +79,15 @@ def test_demo_export_nests_compiles_in_steps_and_windows_on_one_clock(
     assert sum(e["cat"] == "diag.guard_failure" for e in instants) == len(
         [c for c in compiles if c.args.get("failing_guards")]
     )
+    # Each window recorded its own clock anchor when it started (collectors/profiling.py),
+    # beside the event clock: the same offset as the process's, give or take clock drift.
+    run = trace.compiled
+    assert run is not None and run.processes[0].wall_ns is not None
+    offset = run.processes[0].wall_ns - run.processes[0].start_t
+    starts = run.of("profile_window_start")
+    assert len(starts) == 3
+    for event in starts:
+        assert abs(event.data["wall_ns"] - event.t - offset) < 50_000_000  # 50 ms
     # Each window holds its profiled steps, and the Kineto side of a window (its CPU thread's
     # diag.region markers, on Kineto's own clock) falls inside the steps diag's clock recorded.
     windows = checked.on(compiled, "profiler windows")
