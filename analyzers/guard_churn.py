@@ -437,6 +437,15 @@ def _limit_hits(run: RunData) -> dict[tuple[int, Frame | None], Compile]:
 # --- text helpers ------------------------------------------------------------------------------
 
 
+def reading_line(run: RunData, item: Compile, guard: Guard, cwd: str | None) -> str | None:
+    """The user's line that reads a failing guard's source, as this analyzer's findings name it
+    (the guard tree's line when the reason names none; relative to `cwd`), or None when only
+    the frame is known. The notebook API's guard_failures frame shows the same line."""
+    group = _Group(item.pid, item.frame, guard.source or "", guard.kind)
+    location, read = _location(_with_tree_line(run, guard, group), group, cwd)
+    return location if read else None
+
+
 def _with_tree_line(run: RunData, guard: Guard, group: _Group) -> Guard:
     """The guard with the user line that reads its source, from the failing entry's guard tree
     (the `guard_sources` event) when the recompile reason names none: a dict's length guard

@@ -123,7 +123,11 @@ class ProfilerWindows:
         self._window_steps = 0
         self._steps_left = steps
         self.windows += 1
-        self.session.emit("profile_window_start", window=self._window)
+        # The clock anchor of this window: diag's event clock (monotonic) and unix time, which
+        # Kineto stamps its events in, read side by side now rather than at process start, so
+        # a window hours into a run is cut into steps without the clocks' drift since then.
+        t, wall_ns = time.monotonic_ns(), time.time_ns()
+        self.session.emit("profile_window_start", t=t, window=self._window, wall_ns=wall_ns)
 
     def _stop(self) -> None:
         if not self.active or self._prof is None:

@@ -9,7 +9,10 @@ runtime parts, at the first call: `compilation_metrics_runtime`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from diag.trace.run import RunData
 
 #: (breakdown key, metrics key, divisor to seconds)
 _PHASES = (
@@ -73,3 +76,23 @@ def breakdown(metrics: dict[str, Any]) -> dict[str, Any]:
     if isinstance(reason, str) and reason:
         result["cudagraph_skip_reason"] = reason[:2000]
     return result
+
+
+def compile_timings(run: RunData) -> dict[tuple[int, int, str], dict[str, Any]]:
+    """(pid, epoch, compile id) -> the `compile_timing` figures of one compile, its
+    compile-time record and its runtime one (work at the first call) added up: seconds by
+    phase (`total_s`...) and cache counts as `<cache>_hit` / `<cache>_miss`."""
+    merged: dict[tuple[int, int, str], dict[str, Any]] = {}
+    for event in run.of("compile_timing"):
+        key = (event.pid, int(event.data.get("epoch") or 0), str(event.data.get("compile_id")))
+        target = merged.setdefault(key, {})
+        for name, value in event.data.items():
+            if name.endswith("_s") and _number(value) is not None:
+                target[name] = round(target.get(name, 0.0) + float(value), 6)
+        caches = event.data.get("caches")
+        for cache, counts in caches.items() if isinstance(caches, dict) else ():
+            if isinstance(counts, dict):
+                for what in ("hit", "miss"):
+                    name = f"{cache}_{what}"
+                    target[name] = target.get(name, 0) + (_count(counts.get(what)) or 0)
+    return merged

@@ -8,10 +8,12 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from rich.text import Text
 from textual.app import ComposeResult
 
+from diag.perfetto.hint import step_line
 from diag.rankset import ranks_text
 from diag.trace.run import Compile, Event, RunData, Step
 
@@ -82,11 +84,14 @@ class StepsView(RankGroupedView):
         "process": "process",
     }
     NOUN = "steps"
+    #: The trace on screen: the detail names the command that exports its timeline.
+    _trace_path: Path | None = None
 
     def compose_extra(self) -> ComposeResult:
         yield StepPlot(id="step-plot")
 
     def show(self, data: TraceData) -> None:
+        self._trace_path = data.trace.path
         rows: list[Row] = []
         groups: list[str | None] = []
         for label, run in data.trace.runs.items():
@@ -205,6 +210,9 @@ class StepsView(RankGroupedView):
             parts.append(
                 f"{event.kind}" + (f" ({seconds(duration)})" if isinstance(duration, float) else "")
             )
+        if self._trace_path is not None:
+            hint = step_line(self._trace_path, step.request_id, step.index)
+            parts.append(Text(hint, style="dim"))
         return lines(*parts)
 
     def highlighted(self, row: Row | None) -> None:

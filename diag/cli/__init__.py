@@ -29,6 +29,7 @@ def _commands() -> dict[str, Command]:
     from diag.cli.analyze import AnalyzeCommand
     from diag.cli.check import CheckCommand
     from diag.cli.demo import DemoCommand
+    from diag.cli.export import ExportCommand
     from diag.cli.record import RecordCommand
     from diag.cli.report import ReportCommand
     from diag.cli.tui import TuiCommand
@@ -40,6 +41,7 @@ def _commands() -> dict[str, Command]:
         "demo": DemoCommand(),
         "report": ReportCommand(),
         "tui": TuiCommand(),
+        "export": ExportCommand(),
     }
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from diag import __version__
 from diag.errors import DiagError
 from diag.findings import Finding
+from diag.perfetto.hint import PERFETTO_UI, export_command
 from diag.report.html import Header, Section, render_page
 from diag.report.plot import Limits
 from diag.report.sections import build_sections
@@ -109,6 +110,14 @@ def _header(trace: Trace, hta_asked: bool, hta_used: bool) -> Header:
         facts.append(
             ("versions", ", ".join(f"{k} {_text(versions[k])}" for k in wanted if versions.get(k)))
         )
+    facts.append(
+        (
+            "timeline",
+            f"{export_command(trace.path)}, then open that file in {PERFETTO_UI} (it stays on "
+            "your machine): steps, compiles and kernels on one clock; steps are named "
+            "r3 s0 (request r3, step 0)",
+        )
+    )
     if not hta_asked:
         facts.append(("HTA", "left out (--no-hta)"))
     elif not hta_used:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from diag.findings import SEVERITIES, Finding, sort_findings
 from diag.paths import shown_location
+from diag.perfetto.hint import finding_step
+from diag.perfetto.timeline import step_name
 from diag.report.escape import html_inline, html_text
 
 
@@ -69,7 +71,8 @@ def _row(finding: Finding) -> str:
         f'<td class="sev">{html_text(severity)}</td>'
         f'<td><div class="title">{html_inline(finding.title)}</div>{location}'
         f'<div class="id">[{html_text(finding.analyzer)}] <code>{html_text(finding.id)}</code>'
-        f" &middot; {html_text(finding.run)} run</div>{_group_line(finding)}</td>"
+        f" &middot; {html_text(finding.run)} run</div>{_group_line(finding)}"
+        f"{_timeline_line(finding)}</td>"
         f"<td><ul>{evidence}</ul></td>"
         f"<td>{html_inline(finding.fix)}</td></tr>"
     )
@@ -84,3 +87,13 @@ def _group_line(finding: Finding) -> str:
     if finding.group:
         return f'<div class="id">part of <code>{html_text(finding.group)}</code></div>'
     return ""
+
+
+def _timeline_line(finding: Finding) -> str:
+    """Where the finding's step is in the timeline `diag export --perfetto` writes (the header
+    names the command)."""
+    found = finding_step(finding)
+    if found is None:
+        return ""
+    name = html_text(step_name(*found))
+    return f'<div class="id">timeline: search <code>{name}</code> in Perfetto</div>'

@@ -1,22 +1,23 @@
 """Profiled steps: each Kineto window of a run, cut into the steps it covers.
 
 A window (docs/FORMAT.md) holds one or more steps. Steps are cut on the trace's own clock:
-each process writes `wall_ns` beside its monotonic `t` when it starts, and Kineto stamps events
-in unix time (`baseTimeNanoseconds` + `ts`), so a step's `[start_t, end_t)` maps onto the trace
-to within microseconds. GPU work belongs to the step whose CPU side launched it, however late it
-ran. Traces without the anchor fall back to the order of `diag.region:<fn>#0` markers.
+each window (else the process, in older traces) writes `wall_ns` beside its monotonic `t` when
+it starts, and Kineto stamps events in unix time (`baseTimeNanoseconds` + `ts`), so a step's
+`[start_t, end_t)` maps onto the trace to within microseconds. GPU work belongs to the step
+whose CPU side launched it, however late it ran. Traces without the anchor fall back to the
+order of `diag.region:<fn>#0` markers.
 """
 
 from __future__ import annotations
 
 import importlib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from diag.progress import ProgressCallback
-from diag.trace.run import Process, RunData, Step
+from diag.trace.run import Event, Process, RunData, Step
 
 REGION_PREFIX = "diag.region:"
 # torch writes `ProfilerStep#<int>`; a hand-made or foreign trace may not (`#abc`, `#1.5`).
@@ -88,7 +89,7 @@ def step_profiles(run: RunData, progress: ProgressCallback | None = None) -> lis
 
 def _load(run: RunData, progress: ProgressCallback | None) -> list[StepProfile]:
     cache = importlib.import_module("diag.trace.kinetocache")
-    windows = _windows(run)
+    windows = window_files(run)
     total = sum(_size(path) for _, _, path, _ in windows) or 1
     done = 0
     profiles: list[StepProfile] = []
@@ -135,31 +136,52 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _windows(run: RunData) -> list[tuple[Process, str, Path, list[Step]]]:
-    """(process, window file, path, profiled steps inside it) for every window written."""
-    result = []
+def anchored(process: Process, window_start: Event | None) -> Process:
+    """The process with the clock anchor the window recorded when it started (docs/FORMAT.md,
+    Kineto traces), or unchanged when the window has none (traces before the field)."""
+    if window_start is None:
+        return process
+    wall_ns = window_start.data.get("wall_ns")
+    if not isinstance(wall_ns, int) or isinstance(wall_ns, bool):
+        return process
+    return replace(process, start_t=window_start.t, wall_ns=wall_ns)
+
+
+def window_spans(run: RunData) -> dict[int, list[tuple[Event | None, Event]]]:
+    """pid -> (profile_window_start, profile_window_end) of each window the process closed, in
+    time order; the start is None when its event is missing (a torn line)."""
+    spans: dict[int, list[tuple[Event | None, Event]]] = {}
     # By process first: at hundreds of ranks a pass over every event per process is quadratic.
-    marks: dict[int, list[Any]] = {}
+    starts: dict[tuple[int, str], Event] = {}
     for event in run.events:
-        if event.kind in ("profile_window_start", "profile_window_end"):
-            marks.setdefault(event.pid, []).append(event)
+        name = str(event.data.get("window"))
+        if event.kind == "profile_window_start":
+            starts[(event.pid, name)] = event
+        elif event.kind == "profile_window_end":
+            spans.setdefault(event.pid, []).append((starts.pop((event.pid, name), None), event))
+    return spans
+
+
+def window_files(run: RunData) -> list[tuple[Process, str, Path, list[Step]]]:
+    """(process, window file, path, profiled steps inside it) for every window written; the
+    process carries the window's own clock anchor (`anchored`), so `process.unix_ns` places
+    the window's steps on its Kineto clock."""
+    result = []
+    spans = window_spans(run)
     profiled: dict[int, list[Step]] = {}
     for step in run.steps:
         if step.profiled:
             profiled.setdefault(step.pid, []).append(step)
     for process in run.processes:
-        starts: dict[str, int] = {}
-        for event in marks.get(process.pid, []):
-            name = str(event.data.get("window"))
-            if event.kind == "profile_window_start":
-                starts[name] = event.t
-            elif event.kind == "profile_window_end" and event.data.get("file"):
-                begin = starts.get(name, 0)
-                path = process.folder / str(event.data["file"])
-                if not path.exists():
-                    continue
-                steps = [s for s in profiled.get(process.pid, []) if begin <= s.start_t <= event.t]
-                result.append((process, str(event.data["file"]), path, steps))
+        for start, end in spans.get(process.pid, []):
+            if not end.data.get("file"):
+                continue
+            begin = start.t if start is not None else 0
+            path = process.folder / str(end.data["file"])
+            if not path.exists():
+                continue
+            steps = [s for s in profiled.get(process.pid, []) if begin <= s.start_t <= end.t]
+            result.append((anchored(process, start), str(end.data["file"]), path, steps))
     return result
 
 

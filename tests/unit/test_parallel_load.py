@@ -14,7 +14,7 @@ import pytest
 from diag.errors import DiagError
 from diag.trace import parallel
 from diag.trace.kinetocache import cache_path
-from diag.trace.profiles import StepProfile, _windows, step_profiles
+from diag.trace.profiles import StepProfile, step_profiles, window_files
 from diag.trace.run import RunData, load_trace
 from tests.h200data import h200_trace
 from tests.ranks64 import make_ranks
@@ -93,7 +93,8 @@ def test_kineto_windows_parsed_in_workers_match_a_serial_parse(
     run = load_trace(folder).compiled
     assert run is not None and run.cache_dir is not None
     jobs = [
-        (p, w, path, steps, run.cache_dir / p.folder.name) for p, w, path, steps in _windows(run)
+        (p, w, path, steps, run.cache_dir / p.folder.name)
+        for p, w, path, steps in window_files(run)
     ]
     cut = parallel.profile_windows("compiled", jobs)
     assert sorted(cut) == sorted(job[2] for job in jobs)
@@ -113,7 +114,7 @@ def test_a_refused_window_raises_its_diag_error_through_the_pool(
     folder = h200_trace("record-wan-offload-unwarmed", tmp_path)
     run = load_trace(folder).compiled
     assert run is not None
-    [(_, _, broken, _), *_] = _windows(run)
+    [(_, _, broken, _), *_] = window_files(run)
     broken.write_bytes(b"\x1f\x8b not really gzip")
     with pytest.raises(DiagError) as raised:
         step_profiles(run)

@@ -92,3 +92,39 @@ def test_step_number_reads_only_plain_integers() -> None:
     assert step_number("ProfilerStep#12", 0) == 12
     assert step_number("ProfilerStep#12x", 4) == 4
     assert step_number("ProfilerStep#" + "1" * 19, 5) == 5
+
+
+def _shift_process_anchor(folder: Path, seconds: int, window_anchors: bool) -> None:
+    """Move the process_start anchor by `seconds` (the drift between unix time and the event
+    clock since the process started, as an NTP step makes it), giving each window start the
+    true anchor of its instant when `window_anchors` (what the collector now records)."""
+    [events] = (folder / "runs" / "compiled").glob("*/events.jsonl")
+    lines = [json.loads(line) for line in events.read_text().splitlines()]
+    start = lines[0]
+    assert start["ev"] == "process_start"
+    true_offset = start["wall_ns"] - start["t"]
+    start["wall_ns"] += seconds * 10**9
+    for line in lines:
+        if line["ev"] == "profile_window_start" and window_anchors:
+            line["wall_ns"] = line["t"] + true_offset
+    events.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+def test_a_window_is_cut_on_its_own_clock_anchor(tmp_path: Path) -> None:
+    """The anchor a window records at its start decides its step cuts: steps stay exactly
+    where they were when the process's own anchor has drifted by seconds since."""
+    truth = load_trace(h200_trace("record-wan-routing", tmp_path / "a")).compiled
+    moved = h200_trace("record-wan-routing", tmp_path / "b")
+    _shift_process_anchor(moved, 3, window_anchors=True)
+    drifted = h200_trace("record-wan-routing", tmp_path / "c")
+    _shift_process_anchor(drifted, 3, window_anchors=False)
+    assert truth is not None
+    expected = [(p.step, p.start_ts, len(p.kernels)) for p in step_profiles(truth)]
+    anchored = load_trace(moved).compiled
+    assert anchored is not None
+    assert [(p.step, p.start_ts, len(p.kernels)) for p in step_profiles(anchored)] == expected
+    # Without window anchors the 3 s drift misplaces the steps: the cut falls back to the
+    # region markers, whose bounds differ.
+    stale = load_trace(drifted).compiled
+    assert stale is not None
+    assert [(p.step, p.start_ts, len(p.kernels)) for p in step_profiles(stale)] != expected
