@@ -334,7 +334,7 @@ class DiffusersAdapter:
         group = False
         components: dict[str, int] = {}
         items = getattr(pipe, "components", {})
-        for name, module in (items.items() if isinstance(items, dict) else ()):
+        for name, module in items.items() if isinstance(items, dict) else ():
             if not isinstance(module, self.session.torch.nn.Module):
                 continue
             components[name] = sum(p.numel() * p.element_size() for p in module.parameters())
