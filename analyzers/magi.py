@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from diag.findings import Finding
+from diag.spikes import EXPLAINED_SHARE, reserve_growth
 from diag.trace.run import Compile, Event, RunData, Step, Trace
 
 from .common import format_seconds, id_suffix
@@ -582,11 +583,11 @@ def _step0(run: RunData, compiles: list[_Compile]) -> list[Finding]:
         steady = statistics.median(float(s.wall_s or 0.0) for s in steps[1:])
         if steady <= 0 or float(step0.wall_s or 0.0) < _SPIKE_RATIO * steady:
             continue
-        causes, lines = _step0_causes(run, step0, steps[1], config, shape)
-        if not causes:
+        extra = float(step0.wall_s or 0.0) - steady
+        causes, lines = _step0_causes(run, step0, steps[1], config, shape, extra)
+        if not lines:
             continue  # nothing magi-specific: step0-spike speaks for generic causes
         finding_shape = "x".join(str(n) for n in shape)
-        extra = float(step0.wall_s or 0.0) - steady
         evidence = [
             f"step 0 of {request.phase} request {request.request_id} at the new shape "
             f"{finding_shape}: {format_seconds(float(step0.wall_s or 0.0))} against a steady "
@@ -627,8 +628,16 @@ def _step0(run: RunData, compiles: list[_Compile]) -> list[Finding]:
 
 
 def _step0_causes(
-    run: RunData, step0: Step, step1: Step, config: dict[str, object], shape: tuple[int, ...]
+    run: RunData,
+    step0: Step,
+    step1: Step,
+    config: dict[str, object],
+    shape: tuple[int, ...],
+    extra: float,
 ) -> tuple[list[str], list[str]]:
+    """The magi-specific evidence of a slow step 0, and the causes it names: only those whose
+    measured seconds account for at least half of the extra time (diag.spikes' rule); a cost
+    without seconds (a capture per shape) is evidence, not a named cause."""
     end = step0.end_t or step1.start_t
     causes: list[str] = []
     lines: list[str] = []
@@ -639,7 +648,8 @@ def _step0_causes(
     ]
     if runtime:
         seconds = sum(float(e.data.get("duration_s") or 0.0) for e in runtime)
-        causes.append(f"{len(runtime)} compile(s) on magi's fast path")
+        if seconds >= EXPLAINED_SHARE * extra:
+            causes.append(f"{len(runtime)} compile(s) on magi's fast path")
         lines.append(
             f"{len(runtime)} fast-path call(s) compiled subgraphs ({format_seconds(seconds)} in "
             "those calls): a compile_sizes entry or a shape magi compiles at first use"
@@ -649,24 +659,21 @@ def _step0_causes(
     ]
     if autotunes:
         seconds = sum(float(e.data.get("duration_s") or 0.0) for e in autotunes)
-        causes.append(f"autotuning {format_seconds(seconds)}")
+        if seconds >= EXPLAINED_SHARE * extra:
+            causes.append(f"autotuning {format_seconds(seconds)}")
         lines.append(
             f"Inductor autotuned {len(autotunes)} kernel(s) at first launch "
             f"({format_seconds(seconds)})"
         )
-    earlier = [s for s in run.steps if s.pid == step0.pid and s.end_t and s.end_t <= step0.start_t]
-    before = (
-        (max(earlier, key=lambda s: s.end_t or 0).memory or {}).get("reserved") if earlier else None
-    )
-    after = (step0.memory or {}).get("reserved")
-    if isinstance(before, int) and isinstance(after, int) and after > before:
-        lines.append(
-            f"the allocator reserved {(after - before) / 2**20:.0f} MiB more by the end of step 0"
-        )
+    growth = reserve_growth(step0)  # inside the step: the previous step's end says nothing
+    if growth is not None and growth > 0:
+        lines.append(f"the allocator's reserve grew {growth / 2**20:.0f} MiB inside step 0")
     mode = config.get("cudagraph_mode")
     if mode not in (None, "NONE"):
-        causes.append(f"cudagraph capture ({mode})")
-        lines.append(f"cudagraph_mode {mode}: magi captures a graph per new shape at first use")
+        lines.append(
+            f"cudagraph_mode {mode}: magi captures a graph per new shape at first use (its time "
+            "is not recorded: not named as the cause)"
+        )
     sizes = config.get("compile_sizes")
     if isinstance(sizes, list) and sizes:
         lines.append(f"compile_sizes {sizes}: a listed size compiles at its first use")

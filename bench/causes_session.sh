@@ -5,7 +5,7 @@
 # pydantic, pydantic-core, pydantic-settings, annotated-types, typing-inspection, python-dotenv,
 # graphviz, astor, dill, msgspec, importlib-metadata, typing-extensions, diffusers, and diag's own
 # wheel built from the commit under test).
-#   bash bench/causes_session.sh OUT [magi|offload|loop]...
+#   bash bench/causes_session.sh OUT [magi|offload|loop|cudnn]...
 # Each recording goes to /tmp/traces/NAME with its log NAME.log; they come back as
 # OUT/traces.tgz.part-* (15 MB parts), with OUT/summary.txt (versions, exit codes, times).
 set -u
@@ -50,6 +50,17 @@ for part in $parts; do
     loop)
       export MAGI_COMPILE_CACHE_ROOT_DIR=$traces/magi-cache
       record magi-loop -- python3 "$repo/bench/gpu_programs/magi_loop.py"
+      # A boundary op declared that never appears in the traced graph: magi splits nowhere.
+      record magi-loop-nosplit --profile none -- python3 "$repo/bench/gpu_programs/magi_loop.py" \
+        --split-op aten::_scaled_dot_product_cudnn_attention
+      ;;
+    cudnn)
+      # A live request at a sequence length no warmup served (12800 tokens): cuDNN's attention
+      # builds an execution plan for it in step 0, with no compile (magi's fast path).
+      export MAGI_COMPILE_CACHE_ROOT_DIR=$traces/magi-cache
+      record magi-cudnn-profiled -- "${fixture[@]}" --compiler magi --requests 4x48x96,4x80x160
+      record magi-cudnn-unprofiled --profile none -- "${fixture[@]}" --compiler magi \
+        --requests 4x48x96,4x80x160
       ;;
   esac
 done

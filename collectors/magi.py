@@ -424,6 +424,20 @@ class MagiCollector:
             # The eager baseline: nothing compiles, every call goes through torch.compile's
             # wrapper (which diag marks); magi's state is not worth recording there.
             return original(state, args, kwargs)
+        # A magi call counts for inferred steps here, the first compile and the fast path
+        # alike (the fast path never enters torch.compile's callable), keyed by its module.
+        owner = getattr(state, "obj", None)
+        token = compiled_calls.enter_call(
+            state, (owner, *args) if owner is not None else tuple(args), kwargs
+        )
+        try:
+            return self._orchestrate(original, state, args, kwargs)
+        finally:
+            compiled_calls.leave_call(token)
+
+    def _orchestrate(
+        self, original: Any, state: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
         target = self._target(state)
         if self._will_compile(state):
             return self._compile(original, state, target, args, kwargs)
@@ -436,12 +450,9 @@ class MagiCollector:
         counter = self.counter
         before = counter.num_backend_compilations if counter is not None else 0
         started = time.monotonic_ns()
-        # The fast path never enters torch.compile's callable: it counts for inferred steps here.
-        token = compiled_calls.enter_call(state, args, kwargs)
         try:
             return self._run_marked(original, state, target, args, kwargs)
         finally:
-            compiled_calls.leave_call(token)
             if counter is not None and counter.num_backend_compilations != before:
                 self.session.guarded(
                     "magi.runtime_compile", self._runtime_compile, target, before, started

@@ -6,8 +6,10 @@ dynamic; two resolutions warmed, then live requests at a third; between model ca
 torch.compile'd helper (the CFG combine) that compiles in the first live request. Needs CUDA,
 Python 3.12 and magi_compiler.
 
-    diag record -o OUT -- python3 magi_loop.py
+    diag record -o OUT -- python3 magi_loop.py [--split-op OP]
 """
+
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -16,7 +18,17 @@ from magi_compiler import magi_compile
 DIM, HEADS = 1536, 12
 
 
-@magi_compile(dynamic_arg_dims={"x": 1})
+#: `--split-op OP`: declare a subgraph boundary, as a user does after reading a profile (the
+#: cuDNN attention kernel's op, which never appears in the graph Dynamo traces: no split).
+SPLIT_OPS = sys.argv[sys.argv.index("--split-op") + 1 :][:1] if "--split-op" in sys.argv else []
+
+
+def _patch(conf):
+    conf.splitting_ops = list(dict.fromkeys([*conf.splitting_ops, *SPLIT_OPS]))
+    return conf
+
+
+@magi_compile(dynamic_arg_dims={"x": 1}, config_patch=_patch)
 class Block(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()

@@ -105,24 +105,21 @@ class CallPeriod:
         return None
 
 
-def call_key(target: Any, args: tuple[Any, ...], skip: tuple[str, ...]) -> Key:
-    """The key of one call: the target, a module among its first arguments (one compiled
-    function applied to every block), and the call sites that led here (innermost first),
-    leaving out frames whose file is in `skip` (diag's wrappers, torch's own frames)."""
-    module = next(
-        (
-            id(a)
-            for a in args[:2]
-            if type(a).__module__.startswith(("torch.nn", "diffusers"))
-            or hasattr(a, "_forward_hooks")
-        ),
-        None,
-    )
+#: Modules whose frames are no call sites of the program: diag's wrappers, torch's module-call
+#: and Dynamo frames, magi's orchestration (its compile path and fast path differ there).
+SKIP_MODULES = ("diag", "torch", "magi_compiler", "runpy", "importlib")
+
+
+def call_key(target: Any, args: tuple[Any, ...]) -> Key:
+    """The key of one call: the module among its first arguments (one compiled function applied
+    to every block; magi's fast path passes the module too), else the target, and the call
+    sites of the program's own code that led here (innermost first)."""
+    module = next((id(a) for a in args[:2] if hasattr(a, "_forward_hooks")), None)
     sites: list[tuple[str, int]] = []
     frame: FrameType | None = sys._getframe(1)
     while frame is not None and len(sites) < MAX_DEPTH:
-        code = frame.f_code
-        if not code.co_filename.startswith(skip):
-            sites.append((code.co_filename, frame.f_lineno))
+        name = frame.f_globals.get("__name__")
+        if not (isinstance(name, str) and name.startswith(SKIP_MODULES)):
+            sites.append((frame.f_code.co_filename, frame.f_lineno))
         frame = frame.f_back
-    return (id(target), module, tuple(sites))
+    return (module if module is not None else id(target), None, tuple(sites))

@@ -27,7 +27,6 @@ It is named `compiled-calls (inferred)` in the `adapter` event.
 from __future__ import annotations
 
 import functools
-import os
 import sys
 import threading
 import time
@@ -110,11 +109,6 @@ class CompiledCalls:
         self._step_modules: dict[int, Any] = {}  # id -> module whose calls are steps
         self._module_step: Any = None  # the step module whose call opened the open step
         self._period = CallPeriod()
-        # diag's wrappers and torch's module-call frames are no call sites of the program.
-        self._skip: tuple[str, ...] = (
-            os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-            os.path.dirname(os.path.abspath(str(self.torch.__file__))),
-        )
         # While the session is paused (Session.pause) these hooks and the wrappers only call
         # through.
         self._module_pre = outside_dynamo(self.torch, self._on_module_pre, session)
@@ -231,7 +225,7 @@ class CompiledCalls:
             return None
         # A loop of the program's own: the steps are the period of its compiled calls.
         local.outermost = True
-        key = call_key(target, args, self._skip)
+        key = call_key(target, args)
         starts = self._period.boundary(key)
         if not starts:
             return None

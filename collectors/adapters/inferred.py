@@ -177,11 +177,17 @@ def outside_dynamo(
         if is_compiling() or (session is not None and session.paused):
             return None
         if not disabled:
-            if "torch._dynamo" not in sys.modules:
-                return body(*args, **kwargs)
-            disabled.append(torch._dynamo.disable(body))
+            return body(*args, **kwargs)
         return disabled[0](*args, **kwargs)
 
+    def disable(module: Any) -> None:
+        # Made when Dynamo is imported, never inside a call: building the wrapper runs
+        # functools frames that Dynamo's frame callback would examine (and count) mid-model.
+        disabled.append(module.disable(body))
+
+    from ..importhook import on_import
+
+    on_import("torch._dynamo", disable)
     skip_code(torch, shim.__code__)
     return shim
 
