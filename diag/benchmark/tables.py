@@ -324,7 +324,7 @@ def _lingering(valid: dict[int, list[TimedStep]], clock: Clock) -> Lingering:
     late = _times(valid[second], clock)
     if not late:
         return Lingering("not judged", f"no valid steps from step {second} on")
-    result = compare(early, late, labels=(f"steps {first}-{second - 1}", f"steps {second}+"))
+    result = compare(early, late, labels=(f"{first}-{second - 1}", f"{second}+"))
     if not result.judged:
         return Lingering("not judged", f"too noisy to judge: {result.reason}")
     assert result.current is not None and result.reference is not None
