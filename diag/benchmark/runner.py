@@ -64,7 +64,9 @@ def plan(specs: list[ConfigSpec], trials: int, out: Path) -> BenchManifest:
     return manifest
 
 
-def run_bench(manifest: BenchManifest, profile: str, quiet: bool) -> BenchManifest:
+def run_bench(
+    manifest: BenchManifest, profile: str, quiet: bool, warmup_requests: int | None = None
+) -> BenchManifest:
     """Record or copy every trial in order; bench.json is rewritten after each."""
     from diag.launcher import LaunchError, RecordOptions, record
 
@@ -88,7 +90,11 @@ def run_bench(manifest: BenchManifest, profile: str, quiet: bool) -> BenchManife
                     flush=True,
                 )
             options = RecordOptions(
-                command=list(command), output=target, profile=profile, capture=TeeOutput()
+                command=list(command),
+                output=target,
+                profile=profile,
+                warmup_requests=warmup_requests,
+                capture=TeeOutput(),
             )
             try:
                 _, outcomes = record(options)

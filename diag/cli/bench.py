@@ -77,6 +77,13 @@ class BenchCommand:
             help="diag record's --profile for each trial (default: none; profiled steps are "
             "left out of the means)",
         )
+        parser.add_argument(
+            "--warmup-requests",
+            type=_trials,
+            metavar="N",
+            help="diag record's --warmup-requests for each trial: the first N requests are "
+            "warmup (for programs that have no warmup diag knows, e.g. a diffusers script)",
+        )
         parser.add_argument("--json", action="store_true", help="print the tables as JSON")
         parser.add_argument("-q", "--quiet", action="store_true", help="no progress line per trial")
 
@@ -107,7 +114,9 @@ class BenchCommand:
             return 0
         out: Path = args.output or Path(f"diag-bench-{datetime.now():%Y%m%d-%H%M%S}")
         prepare_dir(out, args.force)
-        manifest = run_bench(plan(specs, args.trials, out), args.profile, args.quiet)
+        manifest = run_bench(
+            plan(specs, args.trials, out), args.profile, args.quiet, args.warmup_requests
+        )
         _, tables = bench_tables(out)
         header = f"{_describe(specs)} -> {out}/"
         print(render_json(tables) if args.json else render_text(tables, header))
