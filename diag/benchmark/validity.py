@@ -153,13 +153,30 @@ def _position(event: Event) -> str:
     return f"{request} step {index}" if index is not None else str(request)
 
 
+def _torch_own(trial: Trial) -> list[tuple[int, int]]:
+    """Spans in which torch itself calls empty_cache(): a CUDA-graph capture begins with one,
+    and so may a compile (warmup-hygiene leaves the same calls out). Those spans are flaws of
+    their own when they fall in a measured step."""
+    spans = [
+        (e.data["start_t"], e.t)
+        for e in trial.events
+        if e.kind == "cudagraph_record" and isinstance(e.data.get("start_t"), int)
+    ]
+    spans.extend((c.start_t, c.t) for c in trial.compiles if c.start_t is not None)
+    return spans
+
+
 def _empty_cache(trial: Trial, steps: list[TimedStep]) -> list[Flaw]:
     first_start = min(s.start_t for s in steps)
     last_end = max(s.end_t for s in steps)
+    torch_own = _torch_own(trial)
     calls = [
         e
         for e in trial.events
-        if e.kind == "empty_cache" and first_start <= e.t <= last_end and e.position[0] == "live"
+        if e.kind == "empty_cache"
+        and first_start <= e.t <= last_end
+        and e.position[0] == "live"
+        and not any(start <= e.t <= end for start, end in torch_own)
     ]
     if not calls:
         return []
