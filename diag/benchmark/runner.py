@@ -26,6 +26,9 @@ from diag.benchmark.spec import ConfigSpec
 from diag.errors import DiagError
 from diag.trace.format import EVENTS_FILE, MANIFEST, RUNS_DIR
 
+#: A trial ended by one of these was stopped by the person or a supervisor, not by its own fault.
+_STOPPING = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
+
 
 def prepare_dir(path: Path, force: bool) -> None:
     """Refuse to overwrite; with --force replace only an earlier bench or an empty folder."""
@@ -101,6 +104,8 @@ def run_bench(
             except LaunchError as exc:
                 entry.status = "failed-to-start"
                 entry.exit_code = exc.exit_code
+                manifest.status = STATUS_INTERRUPTED
+                manifest.ended = now_iso()
                 manifest.write()
                 raise DiagError(
                     f"configuration {entry.config}: {exc.message} (nothing ran)", exc.exit_code
@@ -110,6 +115,8 @@ def run_bench(
             entry.exit_code = outcome.shell_code
             entry.duration_s = round(outcome.duration_s, 3)
             manifest.write()
+            if outcome.signal_name in _STOPPING:
+                raise KeyboardInterrupt  # Ctrl-C or a supervisor stopped the trial: stop here
     except KeyboardInterrupt:
         manifest.status = STATUS_INTERRUPTED
         manifest.ended = now_iso()

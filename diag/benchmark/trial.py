@@ -152,8 +152,10 @@ def _live_requests(run: RunData, pid: int, clock: Alignment) -> list[LiveRequest
     for request in run.requests:
         if request.pid != pid or request.phase != "live":
             continue
-        shape = _shape(request.shape)
         steps = sorted(by_request.get(request.request_id, []), key=lambda s: s.start_t)
+        # The request's shape, else its first step's (a diffusers pipeline call reports its
+        # shape per step): every step of a request counts under one shape, the request's.
+        shape = _shape(request.shape) or next((_shape(s.shape) for s in steps if s.shape), None)
         if steps:
             timed = tuple(_timed(step, shape, clock) for step in steps)
             requests.append(
@@ -169,7 +171,7 @@ def _timed(step: Step, request_shape: Shape, clock: Alignment) -> TimedStep:
     return TimedStep(
         request_id=step.request_id,
         index=step.index,
-        shape=_shape(step.shape) or request_shape,
+        shape=request_shape,
         start_t=step.start_t,
         end_t=step.end_t,
         wall_s=_number(step.wall_s),

@@ -59,7 +59,7 @@ class BenchCommand:
             "(the first is the reference of each pair)",
         )
         parser.add_argument(
-            "--trials", type=_trials, default=3, help="trials per command (default: 3)"
+            "--trials", type=_trials, default=3, metavar="N", help="trials per command (default: 3)"
         )
         parser.add_argument(
             "-o",

@@ -1,9 +1,10 @@
 """`diag bench` end to end on the reference service: real recordings, real compiles (aot_eager).
 
-One bench of eager against compiled (2 trials each, interleaved) and one of three planted
-services (1 trial each) are recorded once for the module; each test reads them. Small sizes,
-one block, one warmup step, two live requests of 7 steps (so both windows, from step 3 and
-from step 6, have steps): about a minute for the module on a loaded 2-core host.
+Two benches are recorded once for the module and read by every test: eager against compiled
+(2 trials each, interleaved: 4 recordings) and two planted services (1 trial each). Small
+sizes, one block, one warmup step, two live requests of 7 steps (so that both windows, from
+step 3 and from step 6, have steps). The six recordings take one to two minutes on a 2-core
+host; each test after them takes seconds.
 """
 
 from __future__ import annotations
@@ -49,8 +50,7 @@ def planted(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("bench") / "planted"
     proc = diag(
         "bench", "-o", out, "--trials", "1", "-q",
-        "--config", f"limit={SERVICE} --compile --plant recompile-limit",
-        "--config", f"emptycache={SERVICE} --compile --plant empty-cache",
+        "--config", f"limit={SERVICE} --compile --plant recompile-limit --plant empty-cache",
         "--config", f"churn={SERVICE} --compile --plant guard-churn",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -187,24 +187,24 @@ def test_variable_resolution_table_for_two_shapes(clean: tuple[Path, Any], plant
 
 
 def test_planted_invalid_trials_are_flagged_and_left_out(planted: Path) -> None:
+    """One trial with two plants: blocks read a step counter that never repeats (recompiles in
+    steps 3-5, then the recompile limit at step 6) and empty_cache() after every request."""
     data = _json(planted)
     flaws = {t["config"]: t["flaws"] for t in data["trials"]}
-    limit = {f["kind"] for f in flaws["limit"]["3"]}
-    assert limit == {"compile", "recompile-limit"}  # recompiles in steps 3-5, then the limit
-    assert [f["kind"] for f in flaws["limit"]["6"]] == ["recompile-limit"]
+    kinds = [f["kind"] for f in flaws["limit"]["3"]]
+    assert kinds == ["compile"] * kinds.count("compile") + ["recompile-limit", "empty-cache"]
+    assert kinds.count("compile") >= 1
+    assert [f["kind"] for f in flaws["limit"]["6"]] == ["recompile-limit", "empty-cache"]
     assert any(
         "recompile 0/" in f["text"] and "r0 step 3" in f["text"] for f in flaws["limit"]["3"]
     )
-    assert [f["kind"] for f in flaws["emptycache"]["3"]] == ["empty-cache"]
     assert flaws["churn"] == {"3": [], "6": []}  # its recompiles are at step 0, outside
-    rows = {r["config"]: r for r in data["steady_state"]}
-    for config in ("limit", "emptycache"):
-        window = rows[config]["windows"]["3"]
-        assert window["valid_trials"] == 0 and window["mean_s"] is None
-        assert window["excluded"][0]["trial"] == 1
+    window = {r["config"]: r for r in data["steady_state"]}["limit"]["windows"]["3"]
+    assert window["valid_trials"] == 0 and window["mean_s"] is None
+    assert window["excluded"][0]["trial"] == 1
     text = diag("bench", planted).stdout
     assert "limit trial 1: left out of window(s) 3+, 6+: [recompile-limit]" in text
-    assert "emptycache trial 1: left out of window(s) 3+, 6+: [empty-cache]" in text
+    assert "limit trial 1: left out of window(s) 3+, 6+: [empty-cache]" in text
     assert "not checked: offload reloads (no device memory figures: not a CUDA run)" in text
 
 
