@@ -422,13 +422,22 @@ def _variable(config: str, trials: list[Trial], clock: Clock) -> VariableResolut
                 step0s.append(zero[0])
             if steady:
                 steadies.append(statistics.fmean(steady))
-            if index == 0:
-                continue
             tag = f"trial {trial.number}"
+            abnormal = _abnormal(trial, ids)
+            if index == 0:
+                # The first shape may compile (a frame's first compile) and pay for it at step
+                # 0; a recompile or a recompile-limit hit is abnormal there too.
+                if abnormal:
+                    problems.append(f"{tag}: {abnormal}")
+                continue
             if count:
-                problems.append(f"{tag}: {count} compile(s) or CUDA-graph recording(s)")
-            if count:
+                problems.append(
+                    f"{tag}: {count} compile(s) or CUDA-graph recording(s)"
+                    + (f" ({abnormal})" if abnormal else "")
+                )
                 continue  # step 0 paid the compile: its time says nothing more
+            if abnormal:
+                problems.append(f"{tag}: {abnormal}")
             if zero and steady:
                 problem = _step0_problem(first[0], zero[0], steady, clock)
                 if problem:
@@ -446,7 +455,7 @@ def _variable(config: str, trials: list[Trial], clock: Clock) -> VariableResolut
                 problems,
             )
         )
-    failing = [row for row in rows[1:] if row.problems]
+    failing = [row for row in rows if row.problems]
     if failing:
         judged = [
             row
@@ -463,8 +472,21 @@ def _variable(config: str, trials: list[Trial], clock: Clock) -> VariableResolut
         rows,
         True,
         "pass: after the first shape every step 0 is within the noise of steady and nothing "
-        "compiled",
+        "compiled; nothing recompiled",
     )
+
+
+def _abnormal(trial: Trial, ids: set[str]) -> str:
+    """Recompiles and recompile-limit hits in a phase: abnormal in any phase, the first too."""
+    recompiles = [c for c in trial.compiles if c.live and c.request_id in ids and c.is_recompile]
+    limits = [c for c in trial.compiles if c.request_id in ids and c.result == "recompile_limit"]
+    limits += [e for e in trial.events if e.kind == "recompile_limit" and e.position[1] in ids]
+    parts = []
+    if recompiles:
+        parts.append(f"{len(recompiles)} recompile(s)")
+    if limits:
+        parts.append("the recompile limit hit (the frame runs eagerly from then on)")
+    return ", ".join(parts)
 
 
 def _phases(trial: Trial) -> list[tuple[Shape, list[Any]]]:

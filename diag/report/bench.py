@@ -99,8 +99,9 @@ def bench_sections(tables: BenchTables) -> list[Section]:
                 f"bench-variable-{len(sections)}",
                 f"Variable resolution: {variable.config}",
                 "Phases in serving order; step 0 of each phase's first request against the "
-                "phase's other steps. Passes when, after the first shape, every step 0 is within "
-                f"the noise of steady and nothing compiled. Verdict: {variable.verdict}",
+                "phase's other steps. Passes when nothing recompiled or hit the recompile limit "
+                "and, after the first shape, nothing compiled and every step 0 is within the "
+                f"noise of steady. Verdict: {variable.verdict}",
                 table_html=_table(PHASE_HEADER, rows) + (_list(problems) if problems else ""),
             )
         )

@@ -180,10 +180,19 @@ def test_variable_resolution_table_for_two_shapes(clean: tuple[Path, Any], plant
         assert all(p["compiles_per_trial"] == [0, 0] for p in table["phases"])
         assert table["passed"] in (True, None)  # None: a loaded host left step 0 undecided
     assert "Variable resolution, compiled" in proc.stdout
-    # guard-churn recompiles at each live request's step 0: the test fails on phase 2.
-    churn = {v["config"]: v for v in _json(planted)["variable_resolution"]}["churn"]
-    assert churn["passed"] is False and churn["verdict"].startswith("fail: phase 2")
+    # guard-churn recompiles at each live request's step 0: the test fails, in both phases
+    # (a recompile is abnormal in the first phase too; only a first compile is not).
+    planted_tables = {v["config"]: v for v in _json(planted)["variable_resolution"]}
+    churn = planted_tables["churn"]
+    assert churn["passed"] is False and "phase 2 (2x12x8)" in churn["verdict"]
     assert churn["phases"][1]["compiles_per_trial"] == [1]
+    assert churn["phases"][1]["problems"] == [
+        "trial 1: 1 compile(s) or CUDA-graph recording(s) (1 recompile(s))"
+    ]
+    # The step counter's recompiles and the limit hit, all in the first phase, fail it too.
+    limit = planted_tables["limit"]
+    assert limit["passed"] is False and limit["verdict"].startswith("fail: phase 1 (2x8x8)")
+    assert "the recompile limit hit" in limit["phases"][0]["problems"][0]
 
 
 def test_planted_invalid_trials_are_flagged_and_left_out(planted: Path) -> None:
