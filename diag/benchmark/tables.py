@@ -479,8 +479,8 @@ def _variable(config: str, trials: list[Trial], clock: Clock) -> VariableResolut
 def _abnormal(trial: Trial, ids: set[str]) -> str:
     """Recompiles and recompile-limit hits in a phase: abnormal in any phase, the first too."""
     recompiles = [c for c in trial.compiles if c.live and c.request_id in ids and c.is_recompile]
-    limits = [c for c in trial.compiles if c.request_id in ids and c.result == "recompile_limit"]
-    limits += [e for e in trial.events if e.kind == "recompile_limit" and e.position[1] in ids]
+    limits = sum(1 for c in trial.compiles if c.request_id in ids and c.result == "recompile_limit")
+    limits += sum(1 for e in trial.events if e.kind == "recompile_limit" and e.position[1] in ids)
     parts = []
     if recompiles:
         parts.append(f"{len(recompiles)} recompile(s)")
