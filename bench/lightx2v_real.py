@@ -15,6 +15,12 @@ diag installed, e.g.
         triton av soundfile
     /tmp/lx/venv/bin/python bench/lightx2v_real.py --lightx2v LightX2V --out /tmp/lx/runs
 
+`--sign-off` runs the compile on/off sign-off instead, as one `diag bench` command (printed
+before it runs): LightX2V with `use_compile` false (the reference) and true, warmup on in both
+(64x64 and 96x96, so the request at 64x96 compiles nothing live), 10 steps per request,
+`--trials` trials each, interleaved; the clock is LightX2V's own `infer_main` log
+(PROFILING_DEBUG_LEVEL=1). The tables print at the end; the bench directory is OUT/sign-off.
+
 `--save-test-data` copies each recording's manifest and event files (no Kineto traces) and
 LightX2V's own step log lines to tests/data/lightx2v/<case>/, which
 tests/integration/test_lightx2v_recordings.py analyzes in CI.
@@ -169,6 +175,50 @@ def run_case(
     return trace, proc, time.perf_counter() - start
 
 
+SIGN_OFF_STEPS = 10
+SIGN_OFF_WARMUP = "64x64,96x96"
+
+
+def sign_off(lightx2v: Path, model: Path, out: Path, trials: int) -> int:
+    """One `diag bench` of use_compile false against true (docs/BENCH.md)."""
+    import shlex
+
+    configs: list[str] = []
+    for name, compiled in (("eager", False), ("compiled", True)):
+        config = {
+            **BASE_CONFIG,
+            **CASES["model-offload"],
+            "use_compile": compiled,
+            "infer_steps": SIGN_OFF_STEPS,
+        }
+        config_json = out / f"sign-off-{name}.json"
+        config_json.write_text(json.dumps(config, indent=2))
+        command = [
+            sys.executable, "-m", "lightx2v.infer",
+            "--model_cls", "wan2.1", "--task", "t2v",
+            "--model_path", str(model), "--config_json", str(config_json),
+            "--prompt", "a cat walks on the grass", "--warmup",
+            "--target_shape", *TARGET_SHAPE,
+            "--save_result_path", str(out / f"sign-off-{name}.mp4"),
+        ]  # fmt: skip
+        configs += ["--config", f"{name}={shlex.join(command)}"]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(lightx2v), str(STARTUP)]),
+        "PLATFORM": "cpu",
+        "LIGHTX2V_CPU_WARMUP": SIGN_OFF_WARMUP,
+        "PROFILING_DEBUG_LEVEL": "1",
+    }
+    bench = [
+        sys.executable, "-m", "diag", "bench", "-o", str(out / "sign-off"), "--force",
+        "--trials", str(trials), *configs,
+    ]  # fmt: skip
+    shown = " ".join(f"{k}={shlex.quote(env[k])}" for k in ("PYTHONPATH", "PLATFORM"))
+    shown += f" LIGHTX2V_CPU_WARMUP={SIGN_OFF_WARMUP} PROFILING_DEBUG_LEVEL=1"
+    print(f"{shown} {shlex.join(bench)}", flush=True)
+    return subprocess.run(bench, env=env, cwd=out, check=False).returncode
+
+
 LOG_LINES = ("infer_main cost", "==> step_index", "Warmup: ", "Warmup cost", "RUN pipeline cost")
 
 
@@ -197,12 +247,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--diag-option", action="append", default=[], help="e.g. --profile=none")
     parser.add_argument("--save-test-data", action="store_true")
+    parser.add_argument(
+        "--sign-off", action="store_true", help="the use_compile on/off sign-off (diag bench)"
+    )
+    parser.add_argument("--trials", type=int, default=3, help="--sign-off trials (default: 3)")
     args = parser.parse_args(argv)
 
     args.out.mkdir(parents=True, exist_ok=True)
     model = args.out / "tiny-wan2.1"
     if not (model / "config.json").exists():
         write_model(model)
+    if args.sign_off:
+        return sign_off(args.lightx2v.resolve(), model, args.out.resolve(), args.trials)
     failed = 0
     for name in args.case or [*CASES, *FIXED]:
         trace, proc, wall = run_case(

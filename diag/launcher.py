@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from diag.errors import DiagError
 from diag.trace.format import (
@@ -55,6 +55,17 @@ def _bootstrap_dir() -> Path:
     return Path(spec.origin).resolve().parent / "bootstrap"
 
 
+class OutputCapture(Protocol):
+    """Where the child's stdout and stderr go when someone keeps a copy (diag bench): the
+    streams are still passed on unchanged; `run_label` names the run whose output follows."""
+
+    def popen_kwargs(self, trace_dir: Path, run_label: str) -> dict[str, Any]: ...
+
+    def child_started(self) -> None: ...
+
+    def child_ended(self) -> None: ...
+
+
 @dataclass
 class RecordOptions:
     command: list[str]
@@ -67,6 +78,8 @@ class RecordOptions:
     request_fn: str | None = None
     warmup_fn: str | None = None
     warmup_requests: int | None = None
+    #: None (the default): the child's stdout and stderr are diag's own, untouched.
+    capture: OutputCapture | None = None
 
 
 class LaunchError(DiagError):
@@ -168,9 +181,11 @@ def _already_delivered(si_code: int) -> bool:
     return si_code == _SI_KERNEL and _terminal_delivers_sigint()
 
 
-def _launch(command: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+def _launch(
+    command: list[str], env: dict[str, str], stdio: dict[str, Any] | None = None
+) -> subprocess.Popen[bytes]:
     try:
-        return subprocess.Popen(command, env=env)
+        return subprocess.Popen(command, env=env, **(stdio or {}))
     except FileNotFoundError:
         raise LaunchError(f"command not found: {command[0]}", exit_code=127) from None
     except PermissionError:
@@ -225,10 +240,24 @@ def _wait_with_handlers(child: subprocess.Popen[bytes]) -> int:
             signal.signal(sig, handler)
 
 
-def run_child(command: list[str], env: dict[str, str], label: str) -> RunOutcome:
+def run_child(
+    command: list[str],
+    env: dict[str, str],
+    label: str,
+    capture: OutputCapture | None = None,
+    trace_dir: Path | None = None,
+) -> RunOutcome:
     started = time.monotonic()
-    child = _launch(command, env)
-    code = _wait_forwarding(child)
+    if capture is None or trace_dir is None:
+        child = _launch(command, env)
+        code = _wait_forwarding(child)
+    else:
+        try:
+            child = _launch(command, env, capture.popen_kwargs(trace_dir, label))
+            capture.child_started()
+            code = _wait_forwarding(child)
+        finally:
+            capture.child_ended()
     duration = time.monotonic() - started
     if code < 0:
         name = signal.Signals(-code).name
@@ -276,7 +305,11 @@ def record(options: RecordOptions) -> tuple[Path, list[RunOutcome]]:
         write_manifest(trace_dir, manifest)
         try:
             outcome = run_child(
-                options.command, child_environment(options, trace_dir, label), label
+                options.command,
+                child_environment(options, trace_dir, label),
+                label,
+                options.capture,
+                trace_dir,
             )
         except LaunchError as exc:
             _finish_failed_launch(trace_dir, manifest, entry, exc)

@@ -141,3 +141,75 @@ def compare(
     else:
         verdict = SAME
     return Comparison(verdict, now, before, band)
+
+
+#: Student's t, two-sided 95% (the 0.975 quantile), by degrees of freedom; past 30 the normal's.
+_T_975 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
+
+
+def t_975(degrees: int) -> float:
+    """The two-sided 95% quantile of Student's t with `degrees` degrees of freedom (>= 1)."""
+    if degrees < 1:
+        raise ValueError("a t interval needs at least one degree of freedom")
+    return _T_975[degrees - 1] if degrees <= len(_T_975) else 1.960
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A mean with its 95% confidence interval (`low`, `high`); both None from one value."""
+
+    n: int
+    mean: float
+    low: float | None
+    high: float | None
+
+    @property
+    def known(self) -> bool:
+        return self.low is not None and self.high is not None
+
+    def spans(self, value: float) -> bool:
+        """Whether `value` lies inside the interval (an unknown interval spans everything)."""
+        if self.low is None or self.high is None:
+            return True
+        return self.low <= value <= self.high
+
+
+def mean_interval(values: Sequence[float], floor: float | None = None) -> Interval | None:
+    """The mean of independent measurements (one per trial) and its 95% t interval, its low
+    end held at `floor` when given (a time is never below 0, however few the trials).
+
+    Trials, not steps, are the independent units: the steps of one process share its compiled
+    code, allocator and caches, so their spread understates how much a repeat would move."""
+    if not values:
+        return None
+    mean = statistics.fmean(values)
+    if len(values) < 2:
+        return Interval(1, mean, None, None)
+    half = t_975(len(values) - 1) * statistics.stdev(values) / len(values) ** 0.5
+    low = mean - half if floor is None else max(floor, mean - half)
+    return Interval(len(values), mean, low, mean + half)
+
+
+def reduction_interval(reference: Sequence[float], other: Sequence[float]) -> Interval | None:
+    """(mean(reference) - mean(other)) / mean(reference), with a 95% interval.
+
+    The delta method on the ratio of two independent means (the trials of two configurations),
+    with t at the fewer trials' degrees of freedom, which errs wide. None when either side is
+    empty or the reference's mean is not positive; no interval when a side has one trial."""
+    if not reference or not other:
+        return None
+    ref_mean, other_mean = statistics.fmean(reference), statistics.fmean(other)
+    if ref_mean <= 0:
+        return None
+    ratio = other_mean / ref_mean
+    if len(reference) < 2 or len(other) < 2:
+        return Interval(min(len(reference), len(other)), 1 - ratio, None, None)
+    rel_var = statistics.variance(reference) / (len(reference) * ref_mean**2)
+    if other_mean > 0:
+        rel_var += statistics.variance(other) / (len(other) * other_mean**2)
+    half = t_975(min(len(reference), len(other)) - 1) * ratio * rel_var**0.5
+    return Interval(min(len(reference), len(other)), 1 - ratio, 1 - ratio - half, 1 - ratio + half)

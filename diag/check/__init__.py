@@ -29,17 +29,33 @@ def load_checked(path: Path, what: str = "trace") -> Trace:
     return trace
 
 
-def run_check(trace_dir: Path, policy: Policy, baseline_dir: Path | None = None) -> Verdict:
-    trace = load_checked(trace_dir)
-    baseline = load_checked(baseline_dir, "baseline") if baseline_dir is not None else None
+def run_check(
+    trace_dir: Path | None,
+    policy: Policy,
+    baseline_dir: Path | None = None,
+    bench_dir: Path | None = None,
+) -> Verdict:
+    """The verdict on a trace (with its baseline) and/or a `diag bench` directory."""
+    if trace_dir is None and bench_dir is None:
+        raise DiagError("nothing to check: give TRACE_DIR, --bench DIR, or both")
     allow = Allowlist(policy.allow)
-    rules = trace_rules(trace, policy, allow)
-    if baseline is not None:
-        rules.extend(baseline_rules(trace, baseline, policy, allow))
+    rules = []
+    if trace_dir is not None:
+        trace = load_checked(trace_dir)
+        baseline = load_checked(baseline_dir, "baseline") if baseline_dir is not None else None
+        rules = trace_rules(trace, policy, allow)
+        if baseline is not None:
+            rules.extend(baseline_rules(trace, baseline, policy, allow))
+    elif baseline_dir is not None:
+        raise DiagError("--baseline compares a TRACE_DIR: give one")
+    if bench_dir is not None:
+        from diag.check.bench import bench_rules
+
+        rules.extend(bench_rules(bench_dir, policy))
     return Verdict(
-        trace=str(trace_dir),
+        trace=str(trace_dir if trace_dir is not None else bench_dir),
         policy=policy.source,
         baseline=str(baseline_dir) if baseline_dir is not None else None,
         rules=rules,
-        unused_allow=allow.unused(),
+        unused_allow=allow.unused() if trace_dir is not None else [],
     )

@@ -39,6 +39,11 @@ DEFAULT_MAX_CACHE_ENTRIES = 7
 #: Step medians of one program moved by up to 18% between processes on an H200 (README):
 #: a tighter default would make CI flaky.
 DEFAULT_STEP_TIME_TOLERANCE = 0.25
+#: `--bench`: the most a configuration may be slower than the baseline configuration (0.05 =
+#: 5%), judged on the 95% interval: it fails only when the whole interval lies past this.
+DEFAULT_BENCH_MAX_REGRESSION = 0.05
+#: `--bench`: fewer valid trials than this leaves a configuration's interval unknown.
+DEFAULT_BENCH_MIN_VALID_TRIALS = 2
 SEVERITIES = ("error", "warning")
 PHASES = ("warmup", "live")
 
@@ -49,6 +54,9 @@ _KEYS = (
     "fail_severity",
     "step_time_tolerance",
     "require_live_requests",
+    "bench_baseline",
+    "bench_max_regression",
+    "bench_min_valid_trials",
     "allow",
 )
 _ALLOW_KEYS = ("frame", "guard", "phase", "reason")
@@ -82,6 +90,10 @@ class Policy:
     fail_severity: str = "error"
     step_time_tolerance: float = DEFAULT_STEP_TIME_TOLERANCE
     require_live_requests: bool = True
+    #: `--bench`: the configuration the others are held against (None: the first given).
+    bench_baseline: str | None = None
+    bench_max_regression: float = DEFAULT_BENCH_MAX_REGRESSION
+    bench_min_valid_trials: int = DEFAULT_BENCH_MIN_VALID_TRIALS
     allow: tuple[AllowEntry, ...] = field(default_factory=tuple)
 
     def as_dict(self) -> dict[str, Any]:
@@ -94,6 +106,9 @@ class Policy:
             "fail_severity": self.fail_severity,
             "step_time_tolerance": self.step_time_tolerance,
             "require_live_requests": self.require_live_requests,
+            "bench_baseline": self.bench_baseline,
+            "bench_max_regression": self.bench_max_regression,
+            "bench_min_valid_trials": self.bench_min_valid_trials,
             "allow": [
                 {
                     "frame": e.frame,
@@ -186,6 +201,13 @@ def parse_policy(table: dict[str, Any], source: str) -> Policy:
         require_live_requests=_flag(
             table, "require_live_requests", defaults.require_live_requests, source
         ),
+        bench_baseline=_name(table, "bench_baseline", source),
+        bench_max_regression=_share(
+            table, "bench_max_regression", defaults.bench_max_regression, source
+        ),
+        bench_min_valid_trials=_count(
+            table, "bench_min_valid_trials", defaults.bench_min_valid_trials, source
+        ),
         allow=_allow(table.get("allow", []), source),
     )
 
@@ -225,6 +247,20 @@ def _tolerance(table: dict[str, Any], default: float, source: str) -> float:
             f"{source}: step_time_tolerance must be a number >= 0 (0.25 = 25% slower), "
             f"not {value!r}"
         )
+    return float(value)
+
+
+def _name(table: dict[str, Any], key: str, source: str) -> str | None:
+    value = table.get(key)
+    if value is not None and (not isinstance(value, str) or not value):
+        raise DiagError(f"{source}: {key} must be a configuration name, not {value!r}")
+    return value
+
+
+def _share(table: dict[str, Any], key: str, default: float, source: str) -> float:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise DiagError(f"{source}: {key} must be a number >= 0 (0.05 = 5% slower), not {value!r}")
     return float(value)
 
 

@@ -27,6 +27,7 @@ class Command(Protocol):
 def _commands() -> dict[str, Command]:
     # Each command module imports only what its own run() needs, inside run().
     from diag.cli.analyze import AnalyzeCommand
+    from diag.cli.bench import BenchCommand
     from diag.cli.check import CheckCommand
     from diag.cli.demo import DemoCommand
     from diag.cli.export import ExportCommand
@@ -38,6 +39,7 @@ def _commands() -> dict[str, Command]:
         "record": RecordCommand(),
         "analyze": AnalyzeCommand(),
         "check": CheckCommand(),
+        "bench": BenchCommand(),
         "demo": DemoCommand(),
         "report": ReportCommand(),
         "tui": TuiCommand(),

@@ -24,7 +24,9 @@ class CheckCommand:
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         parser.formatter_class = argparse.RawDescriptionHelpFormatter
         parser.epilog = EPILOG
-        parser.add_argument("trace", type=Path, metavar="TRACE_DIR", help="a diag record output")
+        parser.add_argument(
+            "trace", type=Path, nargs="?", metavar="TRACE_DIR", help="a diag record output"
+        )
         parser.add_argument(
             "--policy", type=Path, metavar="FILE", help="a diag.toml or pyproject.toml"
         )
@@ -34,6 +36,14 @@ class CheckCommand:
             metavar="DIR",
             help="a known-good trace directory: fail on new frames, recompile reasons, cache "
             "entries and slower steady-state steps",
+        )
+        parser.add_argument(
+            "--bench",
+            type=Path,
+            metavar="DIR",
+            help="a diag bench directory: fail on too few valid trials, a configuration slower "
+            "than the baseline configuration beyond bench_max_regression and the noise, and a "
+            "failed variable-resolution test",
         )
         parser.add_argument(
             "--junit", type=Path, metavar="FILE", help="also write JUnit XML (one case per rule)"
@@ -57,7 +67,7 @@ class CheckCommand:
         from diag.check.render import verdict_github, verdict_json, verdict_text
 
         policy = find_policy(args.policy, Path.cwd())
-        verdict = run_check(args.trace, policy, args.baseline)
+        verdict = run_check(args.trace, policy, args.baseline, args.bench)
         if args.junit is not None:
             write_junit(verdict, args.junit)
         if args.format == "json":

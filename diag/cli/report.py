@@ -10,7 +10,12 @@ class ReportCommand:
     """Write one HTML file with the findings and figures of a trace, readable offline."""
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("trace", type=Path, metavar="TRACE_DIR", help="a diag record output")
+        parser.add_argument(
+            "trace",
+            type=Path,
+            metavar="TRACE_DIR",
+            help="a diag record output, or a diag bench directory (its tables)",
+        )
         parser.add_argument(
             "-o",
             "--output",
@@ -40,6 +45,10 @@ class ReportCommand:
         output: Path = args.output or default_output(args.trace)
         if output.is_dir():  # refuse before the slow part
             raise DiagError(f"{output}: is a directory; give a file name with -o")
+        from diag.benchmark.layout import is_bench_dir
+
+        if is_bench_dir(args.trace):
+            return _bench_report(args.trace, output)
         trace = open_input(args.trace, against=args.against)
         findings = analyze(trace)
         report = build_report(trace, findings, hta=not args.no_hta)
@@ -50,3 +59,20 @@ class ReportCommand:
         if failed:
             print(f"incomplete sections (the report says why): {', '.join(failed)}")
         return 0
+
+
+def _bench_report(bench_dir: Path, output: Path) -> int:
+    from plotly.offline import get_plotlyjs  # type: ignore[import-untyped]
+
+    from diag.benchmark.read import bench_tables
+    from diag.report.bench import bench_header, bench_sections
+    from diag.report.build import Report, write_report
+    from diag.report.html import render_page
+
+    manifest, tables = bench_tables(bench_dir)
+    sections = bench_sections(tables)
+    report = Report(render_page(bench_header(manifest, tables), sections, get_plotlyjs()), sections)
+    write_report(report, output)
+    size = len(report.html.encode("utf-8")) / 1e6
+    print(f"wrote {output} ({size:.1f} MB, bench of {len(tables.trials)} trial(s))")
+    return 0
