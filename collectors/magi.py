@@ -24,12 +24,15 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import re
 import time
 import weakref
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
+
+from diag.trace.format import ENV_GUARD_CHECKS
 
 from .adapters import compiled_calls
 
@@ -366,7 +369,11 @@ class MagiCollector:
         if request != target.request:
             target.request, target.request_calls = request, 0
         target.request_calls += 1
-        if target.guard_manager is None or target.checks >= MAX_CHECKS_PER_TARGET:
+        if (
+            target.guard_manager is None
+            or target.checks >= MAX_CHECKS_PER_TARGET
+            or os.environ.get(ENV_GUARD_CHECKS) == "0"
+        ):
             return
         f_locals = self._locals(state, args, kwargs)
         signature = self._signature(f_locals)

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from diag.errors import DiagError
 from diag.trace.format import (
+    ENV_GUARD_CHECKS,
     ENV_PROFILE,
     ENV_REQUEST_FN,
     ENV_RUN_LABEL,
@@ -78,6 +79,9 @@ class RecordOptions:
     request_fn: str | None = None
     warmup_fn: str | None = None
     warmup_requests: int | None = None
+    #: Check magi's captured guards on sampled calls (off under diag bench: the checks' own
+    #: time would land in the very steps whose time is measured).
+    guard_checks: bool = True
     #: None (the default): the child's stdout and stderr are diag's own, untouched.
     capture: OutputCapture | None = None
 
@@ -155,6 +159,10 @@ def child_environment(options: RecordOptions, trace_dir: Path, label: str) -> di
         env[ENV_WARMUP_REQUESTS] = str(options.warmup_requests)
     else:
         env.pop(ENV_WARMUP_REQUESTS, None)
+    if options.guard_checks:
+        env.pop(ENV_GUARD_CHECKS, None)
+    else:
+        env[ENV_GUARD_CHECKS] = "0"
     if options.torch_trace:
         env["TORCH_TRACE"] = str((run_dir(trace_dir, label) / TORCH_TRACE_DIR).resolve())
     return env

@@ -34,6 +34,9 @@ ENV_REQUEST_FN = "DIAG_REQUEST_FN"
 ENV_WARMUP_FN = "DIAG_WARMUP_FN"
 # The first N requests of each process are warmup (diag record --warmup-requests N).
 ENV_WARMUP_REQUESTS = "DIAG_WARMUP_REQUESTS"
+# "0": no guard checks on sampled calls (diag bench: timing is what is measured, and the checks'
+# own time would land in the steps they sample).
+ENV_GUARD_CHECKS = "DIAG_GUARD_CHECKS"
 
 STATUS_RUNNING = "running"
 STATUS_COMPLETE = "complete"
