@@ -80,6 +80,23 @@ def test_one_warning_per_location(trace: Trace) -> None:
     assert "1 of them during live requests" in "\n".join(printing.evidence)
 
 
+def test_claims_are_the_breaks_the_text_counts(trace: Trace) -> None:
+    findings = _by_location(analyze(trace))
+    [explicit] = findings["app.py:7"].claims
+    assert explicit["kind"] == "graph-break" and explicit["location"] == "app.py:7"
+    assert explicit["reason"] == findings["app.py:7"].data["reason"]
+    assert (explicit["frame"], explicit["phase"], explicit["request"], explicit["step"]) == (
+        "block",
+        "warmup",
+        "w0",
+        0,
+    )
+    assert explicit["compile_id"] == findings["app.py:7"].data["compile_ids"][0]
+    assert explicit["code"].endswith("app.py:5")  # block's code object
+    [printing] = findings["app.py:11"].claims
+    assert (printing["frame"], printing["request"]) == ("other", "r0")
+
+
 def test_reason_skips_dynamo_boilerplate() -> None:
     data: dict[str, object] = {
         "reason": "Encountered graph break when attempting to trace CALL: a function call:",
