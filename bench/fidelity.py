@@ -34,7 +34,7 @@ from fidelity_kit.evaluate import Evaluation, evaluate  # noqa: E402
 from fidelity_kit.families import DIFFUSERS, FAMILIES  # noqa: E402
 from fidelity_kit.generator import sample  # noqa: E402
 from fidelity_kit.runner import run_program  # noqa: E402
-from fidelity_kit.sample import ci_sample  # noqa: E402
+from fidelity_kit.sample import ci_sample, inductor_sample  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -55,7 +55,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--keep", type=Path, default=None, help="keep run folders here")
     parser.add_argument("--reuse", type=Path, default=None, help="evaluate kept folders")
-    parser.add_argument("--sample", choices=["ci"], default=None, help="run CI's fixed sample")
+    parser.add_argument(
+        "--sample", choices=["ci", "inductor"], default=None, help="run a fixed sample instead"
+    )
+    parser.add_argument(
+        "--only", default="", help="run only these program ids of the sample (comma-separated)"
+    )
     parser.add_argument("--reanalyze", action="store_true", help="with --reuse: analyze again")
     parser.add_argument("--out", type=Path, default=None, help="report path (.txt; .json beside)")
     args = parser.parse_args(argv)
@@ -76,11 +81,15 @@ def main(argv: list[str] | None = None) -> int:
         header = [f"fidelity: re-evaluated {len(folders)} kept program(s) from {args.reuse}"]
     else:
         layouts = tuple(x for x in args.layouts.split(",") if x)
-        specs = (
-            ci_sample()
-            if args.sample == "ci"
-            else sample(args.seed, args.n, families, args.backend, layouts)
-        )
+        if args.sample == "ci":
+            specs = ci_sample()
+        elif args.sample == "inductor":
+            specs = inductor_sample()
+        else:
+            specs = sample(args.seed, args.n, families, args.backend, layouts)
+        if args.only:
+            wanted = set(args.only.split(","))
+            specs = [s for s in specs if s.program_id in wanted]
         root = args.keep or Path(tempfile.mkdtemp(prefix="fidelity-"))
         root.mkdir(parents=True, exist_ok=True)
         evaluations = []

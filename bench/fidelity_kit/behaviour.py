@@ -90,19 +90,29 @@ def _limits(p: ProcessRecord) -> list[tuple[Any, ...]]:
 
 def _calls(p: ProcessRecord) -> list[tuple[Any, ...]]:
     return [
-        (c.get("code"), c.get("request"), c.get("step"), c.get("calls"), c.get("eager"),
-         c.get("compiled_new"), tuple(sorted((c.get("matched") or {}).items())))
+        (
+            c.get("code"),
+            c.get("request"),
+            c.get("step"),
+            c.get("calls"),
+            c.get("eager"),
+            c.get("compiled_new"),
+            tuple(sorted((c.get("matched") or {}).items())),
+        )
         for c in p.calls
-    ]  # fmt: skip
+    ]
 
 
 def _entries(p: ProcessRecord) -> list[tuple[Any, ...]]:
     return [
-        (e.get("where"), e.get("request"), e.get("step"), tuple(sorted(
-            (k, tuple(v)) for k, v in (e.get("entries") or {}).items()
-        )))
+        (
+            e.get("where"),
+            e.get("request"),
+            e.get("step"),
+            tuple(sorted((k, tuple(v)) for k, v in (e.get("entries") or {}).items())),
+        )
         for e in p.entries
-    ]  # fmt: skip
+    ]
 
 
 def _counters(p: ProcessRecord) -> dict[str, dict[str, int]]:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import behaviour, compare
+from . import behaviour, checks, compare, problems
 from .records import read_diag_requests, read_findings, read_oracle
 from .spec import ProgramSpec
 
@@ -54,8 +54,8 @@ def evaluate(folder: Path) -> Evaluation:
     )
     if recorded:
         program = load_program(folder, spec, result.findings)
-        result.claims = compare.check_claims(program)
-        result.problems = compare.problems(program)
+        result.claims = checks.check_claims(program)
+        result.problems = problems.problems(program)
         result.alignment = compare.alignment(program)
     return result
 

@@ -61,7 +61,7 @@ def _one(
         plants: list[str] = []
         warmup, marking = "all", "api"
     else:
-        plants = _plants(rng, unit)
+        plants = _plants(rng, unit, backend)
         warmup = rng.choice(("none", "one", "two", "all"))
         marking = rng.choice(MARKINGS)
         if ("unwarmed-shape" in plants or "backend-failure" in plants) and warmup == "all":
@@ -91,10 +91,13 @@ def _one(
     return spec
 
 
-def _plants(rng: random.Random, unit: str) -> list[str]:
+def _plants(rng: random.Random, unit: str, backend: str) -> list[str]:
     """One or two compatible plants; `suppress-errors` brings the failure it suppresses, and a
-    backend failure needs a live compile (an unwarmed shape)."""
+    backend failure needs a live compile (an unwarmed shape). `patched-torch` only changes what
+    Inductor caches, so only inductor programs get it."""
     pool = [p for p in PLANTS if unit in ("repeated", "per-block") or p not in _NEEDS_BLOCK_UNIT]
+    if backend != "inductor":
+        pool.remove("patched-torch")
     count = 1 if rng.random() < 0.55 else 2
     chosen: list[str] = []
     while len(chosen) < count:

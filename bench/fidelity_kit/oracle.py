@@ -254,9 +254,11 @@ class _Oracle:
     def step_end(self) -> None:
         wall = time.perf_counter() - self.step_started
         self.emit(
-            "step_end", wall_s=round(wall, 6), compile_s=round(self.compile_seconds, 6),
+            "step_end",
+            wall_s=round(wall, 6),
+            compile_s=round(self.compile_seconds, 6),
             **self.position(),
-        )  # fmt: skip
+        )
         self.flush_calls()
         self.snapshot("step_end")
         self.step = None
@@ -400,9 +402,12 @@ def output(request_id: str, tensor: Any) -> None:
     data = tensor.detach().cpu().contiguous()
     digest = hashlib.sha256(data.numpy().tobytes()).hexdigest()[:16]
     _ORACLE.emit(
-        "output", request_id=request_id, digest=digest, shape=list(data.shape),
+        "output",
+        request_id=request_id,
+        digest=digest,
+        shape=list(data.shape),
         sum=float(data.double().sum()),
-    )  # fmt: skip
+    )
 
 
 def watch_module(module: Any) -> None:
@@ -414,11 +419,12 @@ def watch_module(module: Any) -> None:
 
     forward = type(module).forward
     code = forward.__code__
-    signature = inspect.signature(forward)
+    signature = inspect.signature(forward, follow_wrapped=False)
+    free = _free_variables(forward)
 
     @torch._dynamo.disable
     def before(mod: Any, args: Any, kwargs: Any) -> None:
-        _checked(code, signature, (mod, *args), kwargs)
+        _checked(code, signature, free, (mod, *args), kwargs)
 
     module.register_forward_pre_hook(before, with_kwargs=True)
     module.register_forward_hook(torch._dynamo.disable(_after_call), with_kwargs=True)
@@ -435,12 +441,13 @@ def watch_callable(
     target = original.forward if isinstance(original, torch.nn.Module) else original
     function = getattr(target, "__func__", target)
     code = function.__code__
-    signature = inspect.signature(function)
+    signature = inspect.signature(function, follow_wrapped=False)
+    free = _free_variables(function)
     bound_self = getattr(target, "__self__", None)
 
     def call(*args: Any, **kwargs: Any) -> Any:
         head = (bound_self, *args) if bound_self is not None else args
-        _checked(code, signature, head, kwargs)
+        _checked(code, signature, free, head, kwargs)
         try:
             return compiled(*args, **kwargs)
         finally:
@@ -452,14 +459,32 @@ def watch_callable(
 _PENDING: list[tuple[Any, str | None, int, int]] = []
 
 
-def _checked(code: Any, signature: inspect.Signature, args: Any, kwargs: Any) -> None:
+def _free_variables(function: Any) -> dict[str, Any]:
+    """A closure's free variables: a frame's locals hold them too (a decorator's `fn`), and
+    Dynamo guards on them like on arguments."""
+    cells = getattr(function, "__closure__", None) or ()
+    names = function.__code__.co_freevars
+    found = {}
+    for name, cell in zip(names, cells, strict=False):
+        try:
+            found[name] = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+    return found
+
+
+def _checked(
+    code: Any, signature: inspect.Signature, free: dict[str, Any], args: Any, kwargs: Any
+) -> None:
+    """Before a watched call: which entry, if any, its arguments pass (the frame's locals at
+    entry are its bound arguments, defaults applied, and its closure's free variables)."""
     oracle = _ORACLE
     if oracle is None:
         return
     try:
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
-        f_locals = dict(bound.arguments)
+        f_locals = {**free, **bound.arguments}
         matched, entries = oracle.check_call(code, f_locals)
     except Exception:  # noqa: BLE001 - an unbindable call is recorded as unknown
         matched, entries = "unknown", -1

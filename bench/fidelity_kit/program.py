@@ -27,7 +27,7 @@ _PROCESSOR_PLANTS = {
     "graph-break-print",
     "graph-break-branch",
 }
-_POST_ONLY = {"lazy-init", "hidden-dim"}
+_POST_ONLY = {"lazy-init", "hidden-dim", "patched-torch"}
 _SHAPE_KEY = r"size|stride|mismatch|shape|numel|dim"
 _BREAK_KEYS = {
     "graph-break-item": r"item|scalar",
@@ -98,6 +98,15 @@ def render(spec: ProgramSpec) -> str:
     if spec.marking != "bare":
         add("import diag.api as diag")
     add("")
+    if "patched-torch" in plants:
+        add("_torch_empty = torch.empty")
+        add("")
+        add("")
+        add("def _patched_empty(*args, **kwargs):  # plant:patched-torch")
+        add("    return _torch_empty(*args, **kwargs)")
+        add("")
+        add("")
+        add("torch.empty = _patched_empty")
     add("torch.set_num_threads(1)")
     add(f"DYNAMIC = {spec.dynamic}")
     add(f"BLOCKS = {fam.blocks!r}")
@@ -309,6 +318,8 @@ def _post(placed: dict[str, str]) -> list[str]:
             "            self.cache = torch.ones(())",
             "        x = x * self.cache",
         ]
+    if "patched-torch" in here:
+        body += ["        x = x + torch.empty(x.shape).fill_(0.0)"]
     if "hidden-dim" in here:
         body += [
             "        flat = x.reshape(x.shape[0], self.tokens, -1)  # plant:hidden-dim",
@@ -538,9 +549,14 @@ def truth(spec: ProgramSpec, text: str) -> list[Truth]:
     if "mark-dynamic-conflict" in plants:
         first = [spec.requests[0].request_id] if spec.requests else []
         found.append(
-            Truth("mark-dynamic-conflict", "compile-failure", r"ConstraintViolation", first,
-                  line=plant_line(text, "mark-dynamic-conflict"))
-        )  # fmt: skip
+            Truth(
+                "mark-dynamic-conflict",
+                "compile-failure",
+                r"ConstraintViolation",
+                first,
+                line=plant_line(text, "mark-dynamic-conflict"),
+            )
+        )
         if not suppressed:
             found.append(Truth("mark-dynamic-conflict", "crash", r"ConstraintViolation", first))
     if "backend-failure" in plants:

@@ -103,9 +103,11 @@ def render(evaluations: list[Evaluation], header: list[str]) -> str:
         u.split(" (")[0] for e in evaluations for c in e.claims for u in c.verdict.unchecked
     )
     if unchecked_fields:
-        lines += ["", "claim fields the oracle could not check: " + ", ".join(
-            f"{k} x{v}" for k, v in unchecked_fields.most_common()
-        )]  # fmt: skip
+        lines += [
+            "",
+            "claim fields the oracle could not check: "
+            + ", ".join(f"{k} x{v}" for k, v in unchecked_fields.most_common()),
+        ]
     lines += ["", "problems torch recorded, and whether a finding claims them:"]
     lines.append(
         "  kind             seen  claimed  missed(planted)  missed(unplanted)  expected from"

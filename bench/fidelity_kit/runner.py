@@ -67,9 +67,17 @@ def warmup_flag(spec: ProgramSpec) -> list[str]:
 def _command(spec: ProgramSpec, program: Path) -> list[str]:
     if spec.layout == "ranks":
         return [
-            sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-            "--master-addr", "127.0.0.1", "--master-port", str(_free_port()), str(program),
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            "2",
+            "--master-addr",
+            "127.0.0.1",
+            "--master-port",
+            str(_free_port()),
+            str(program),
+        ]
     return [sys.executable, str(program)]
 
 

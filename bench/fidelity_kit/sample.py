@@ -26,7 +26,13 @@ from .spec import ProgramSpec
 
 
 def _spec(
-    name: str, unit: str, warmup: str, marking: str, plants: list[str], dynamic: str = "None"
+    name: str,
+    unit: str,
+    warmup: str,
+    marking: str,
+    plants: list[str],
+    dynamic: str = "None",
+    backend: str = "aot_eager",
 ) -> ProgramSpec:
     spec = ProgramSpec(
         program_id=name,
@@ -37,7 +43,7 @@ def _spec(
         warmup=warmup,
         marking=marking,
         layout="single",
-        backend="aot_eager",
+        backend=backend,
         plants=plants,
         requests=[],
         clean=not plants,
@@ -55,7 +61,7 @@ def ci_sample() -> list[ProgramSpec]:
             "api",
             ["global-switch", "layer-strides"],
             dynamic="False",
-        ),  # fmt: skip
+        ),
         _spec(
             "ci-limit-break",
             "helper",
@@ -73,4 +79,14 @@ def ci_sample() -> list[ProgramSpec]:
         _spec("ci-crash-unmarked", "helper", "one", "none", ["crash"]),
         _spec("ci-constraint", "helper", "one", "api", ["mark-dynamic-conflict"]),
         _spec("ci-clean", "helper", "all", "api", []),
+    ]
+
+
+def inductor_sample() -> list[ProgramSpec]:
+    """`--sample inductor`: issue 23's patched-torch case (the program replaces torch.empty after
+    `import torch`; the compiled helper calls it), where what AOTAutograd caches can differ with
+    and without diag, beside the same program unpatched. Cold Inductor compiles: minutes."""
+    return [
+        _spec("ind-patched-torch", "helper", "one", "api", ["patched-torch"], backend="inductor"),
+        _spec("ind-clean", "helper", "all", "api", [], backend="inductor"),
     ]

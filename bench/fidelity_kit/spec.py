@@ -37,6 +37,10 @@ PLANTS = (
     "suppress-errors",
     "empty-cache",
     "crash",
+    # inductor only (the generator never picks it for another backend): the program replaces
+    # torch.empty after `import torch`, as LightX2V's CPU start-up does; issue 23 found that
+    # AOTAutograd then bypasses its cache in a plain run and uses it under diag record.
+    "patched-torch",
 )
 
 

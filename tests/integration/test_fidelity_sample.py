@@ -24,7 +24,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench"))
 
-from fidelity_kit import compare  # noqa: E402
+from fidelity_kit import checks, compare  # noqa: E402
 from fidelity_kit.evaluate import Evaluation, evaluate, load_program  # noqa: E402
 from fidelity_kit.records import CompileRecord, ProcessRecord  # noqa: E402
 from fidelity_kit.runner import run_program  # noqa: E402
@@ -64,7 +64,7 @@ def _process(sample: Sample, name: str) -> tuple[compare.Program, ProcessRecord]
 
 
 def _verdict(program: compare.Program, claim: dict[str, Any]) -> compare.Verdict:
-    return compare.check_claim(program, claim)
+    return checks.check_claim(program, claim)
 
 
 def _confirmed(program: compare.Program, claim: dict[str, Any]) -> None:
@@ -181,9 +181,16 @@ def test_a_first_compile_and_its_position(sample: Sample) -> None:
     program, process = _process(sample, "ci-switch-strides")
     first = next(c for c in process.compiles.values() if not c.is_recompile)
     claim = _base(
-        process, "compile", frame="forward", code=f"program.py:{first.code.rsplit(':', 1)[1]}",
-        phase="warmup", request="w1", step=0, compile_id=first.compile_id, result="ok",
-    )  # fmt: skip
+        process,
+        "compile",
+        frame="forward",
+        code=f"program.py:{first.code.rsplit(':', 1)[1]}",
+        phase="warmup",
+        request="w1",
+        step=0,
+        compile_id=first.compile_id,
+        result="ok",
+    )
     _confirmed(program, claim)
     _contradicted(program, dict(claim, phase="live"), "phase")
     _contradicted(program, dict(claim, frame="euler_step"), "frame")
@@ -198,9 +205,13 @@ def test_a_spike_and_its_cause(sample: Sample) -> None:
     steps = request.steps
     excess = steps[0].wall_s - statistics.median(s.wall_s for i, s in steps.items() if i)  # type: ignore[operator, type-var]
     spike = _base(
-        process, "spike", request="r3", step=0, excess_ms=excess * 1000,
+        process,
+        "spike",
+        request="r3",
+        step=0,
+        excess_ms=excess * 1000,
         cause={"kind": "compile", "decided": True},
-    )  # fmt: skip
+    )
     _confirmed(program, spike)
     _contradicted(program, dict(spike, cause={"kind": "profiler-start"}), "cause")
     _contradicted(program, dict(spike, step=1, excess_ms=excess * 1000), "excess_ms")
@@ -238,9 +249,12 @@ def test_a_graph_break_at_its_planted_line(sample: Sample) -> None:
     program, process = _process(sample, "ci-limit-break")
     [truth] = [t for t in program.spec.truth if t.kind == "graph-break"]
     claim = _base(
-        process, "graph-break", frame="forward", location=f"program.py:{truth.line}",
+        process,
+        "graph-break",
+        frame="forward",
+        location=f"program.py:{truth.line}",
         reason="Unsupported Tensor.item() call with capture_scalar_outputs=False",
-    )  # fmt: skip
+    )
     _confirmed(program, claim)
     _contradicted(program, dict(claim, location=f"program.py:{truth.line + 1}"), "location")
     _contradicted(program, dict(claim, reason="Data-dependent branching"), "reason")
@@ -269,9 +283,16 @@ def test_a_suppressed_failure_and_what_ran_eagerly_after_it(sample: Sample) -> N
     assert failed and all(c.request == "r3" for c in failed)
     first = failed[0]
     claim = _base(
-        process, "compile-failure", frame=first.name, phase="live", request="r3", step=0,
-        compile_id=first.compile_id, fail_type="BackendCompilerFailed", suppress_errors=True,
-    )  # fmt: skip
+        process,
+        "compile-failure",
+        frame=first.name,
+        phase="live",
+        request="r3",
+        step=0,
+        compile_id=first.compile_id,
+        fail_type="BackendCompilerFailed",
+        suppress_errors=True,
+    )
     _confirmed(program, claim)
     _contradicted(program, dict(claim, fail_type="Unsupported"), "fail_type")
     _contradicted(program, dict(claim, suppress_errors=False), "suppress_errors")
