@@ -23,9 +23,12 @@ ANALYZER = "graph-breaks"
 
 _BOILERPLATE = re.compile(
     r"^(?:Graph break in user code at |Graph Break Reason: |Encountered graph break when "
-    r"attempting to trace|For more details|Developer debug context|User code traceback|"
-    r"Traceback \(most recent call last\))"
+    r"attempting to trace|Failed to handle graph break gracefully|For more details|"
+    r"Developer debug context|User code traceback|Traceback \(most recent call last\))"
 )
+#: torch 2.13's words when it cannot resume after a break in a nested call: it gives up on the
+#: whole frame, which then runs eagerly (only the frames it calls get compiled).
+_SKIPPED = re.compile(r"Skipping the function and falling back to eager", re.IGNORECASE)
 _EXPLANATION = re.compile(r"^\s*Explanation:\s*(?P<text>.+)$", re.MULTILINE)
 _HINT = re.compile(r"^\s*Hint:\s*(?P<text>.+)$", re.MULTILINE)
 _UNKNOWN = "<unknown location>"
@@ -66,6 +69,13 @@ def _finding(run: RunData, location: str, events: list[Event]) -> Finding:
     if hints:
         evidence.append(f"torch's hint: {hints[0]}")
     claims = [_claim(run, location, e) for e in events]
+    skipped = _unique([_frame_of(run, e) for e in events if skipped_frame(e.data)])
+    if skipped:
+        evidence.append(
+            f"torch could not resume after the break in {', '.join(skipped)} and ran "
+            f"{'it' if len(skipped) == 1 else 'them'} eagerly from then on (only the frames "
+            "called from there were compiled)"
+        )
     live = [e for e in events if e.position[0] == "live" and e.position[1] is not None]
     if live:
         evidence.append(
@@ -113,6 +123,15 @@ def _claim(run: RunData, location: str, event: Event) -> dict[str, object]:
         location=location if location != _UNKNOWN else None,
         reason=reason_of(event.data),
         compile_id=str(event.data["compile_id"]) if event.data.get("compile_id") else None,
+        frame_skipped=skipped_frame(event.data),
+    )
+
+
+def skipped_frame(data: dict[str, object]) -> bool:
+    """Whether torch gave up on the whole frame at this break (it then runs eagerly)."""
+    return any(
+        isinstance(data.get(key), str) and _SKIPPED.search(str(data[key]))
+        for key in ("reason", "raw")
     )
 
 

@@ -73,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     started = time.monotonic()
     if args.reuse is not None:
-        folders = sorted(p.parent for p in args.reuse.glob("*/spec.json"))
+        # A folder without run.json is a program still running (or killed): not evaluated.
+        folders = sorted(p.parent for p in args.reuse.glob("*/run.json"))
         if args.reanalyze:
             for folder in folders:
                 _reanalyze(folder)

@@ -3,7 +3,9 @@ so every analyzer names a process, rank, frame and step the same way.
 
 A claim is a plain dict: `kind`, then `process` (pid) and `rank`, `frame` (the frame's label,
 as in finding ids) and `code` (`file:line` of its code object), `phase`, `request` and `step`,
-each None when it does not apply or is not known; then the fields of its kind.
+each None when it does not apply or is not known; then the fields of its kind. `live` is claimed
+only in a process where diag identified a warmup: elsewhere every request reads as live (the
+no-warmup notice), which says nothing about what the program meant, so the phase is not known.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ def claim(
     """A claim of `kind` about what happened in process `pid` (its rank looked up in `run`),
     at the frame (`label` as the finding names it) and position given, with `fields`."""
     process = next((p for p in run.processes if p.pid == pid), None)
+    if phase == "live" and not any(r.pid == pid and r.phase == "warmup" for r in run.requests):
+        phase = None
     return {
         "kind": kind,
         "process": pid,

@@ -18,14 +18,16 @@ from .compare import (
     ClaimResult,
     Program,
     Verdict,
+    break_reasons,
     clip,
     mentions,
     planted_keys,
     same_frame,
     same_reason,
     short_type,
+    skipped_by_break,
 )
-from .records import CompileRecord, ProcessRecord, code_name
+from .records import CompileRecord, ProcessRecord
 from .spec import ProgramSpec
 
 # --- claims ----------------------------------------------------------------------------------
@@ -371,16 +373,38 @@ def _check_coverage(
 def _check_graph_break(
     program: Program, process: ProcessRecord, claim: dict[str, Any], verdict: Verdict
 ) -> None:
+    """A break: the compile that hit it (or, without a compile id, a compile of the frame),
+    torch's reason, the planted line, and whether torch gave up on the frame there."""
     reason = str(claim.get("reason") or "")
-    broken = [c for c in process.compiles.values() if c.graph_breaks]
-    if claim.get("frame") is not None:
-        broken = [
-            c for c in broken if same_frame(c.code, claim.get("frame"), claim.get("code"))
-        ] or [c for c in broken if code_name(c.code) == str(claim.get("frame")).split("@", 1)[0]]
-    if not broken:
-        verdict.check("graph-break", False, "torch counted no graph break in that frame")
-        return
-    texts = [k for c in broken for k in c.graph_breaks]
+    compile_id = claim.get("compile_id")
+    if compile_id is not None:
+        found = process.compiles.get(str(compile_id))
+        if found is None:
+            verdict.check("compile_id", False, f"torch started no compile {compile_id}")
+            return
+        broken = [found] if break_reasons(found) else []
+        if not broken:
+            verdict.check("graph-break", False, f"torch counted no graph break in {compile_id}")
+            return
+        _frame(claim, found.code, verdict)
+        _position(program, process, claim, verdict, found.phase, found.request, found.step)
+        if claim.get("frame_skipped") is not None:
+            skipped = skipped_by_break(found.metrics)
+            verdict.check(
+                "frame_skipped",
+                bool(claim["frame_skipped"]) == skipped,
+                f"torch {'gave up on' if skipped else 'kept'} the frame at that break",
+            )
+    else:
+        broken = [c for c in process.compiles.values() if break_reasons(c)]
+        if claim.get("frame") is not None:
+            broken = [
+                c for c in broken if same_frame(c.code, claim.get("frame"), claim.get("code"))
+            ]
+        if not broken:
+            verdict.check("graph-break", False, "torch counted no graph break in that frame")
+            return
+    texts = [text for c in broken for text in break_reasons(c)]
     verdict.check(
         "reason",
         any(same_reason(reason, t) for t in texts) if reason else None,
@@ -400,18 +424,6 @@ def _check_graph_break(
         )
     else:
         verdict.check("location", None, "torch's counters hold no location for an unplanted break")
-    if process.pid not in program.aligned:
-        verdict.check("request", None, "diag's requests do not line up with the program's")
-    elif claim.get("request") is not None or claim.get("step") is not None:
-        mine = program.request(process.pid, claim.get("request"))
-        at = [
-            c
-            for c in broken
-            if c.request == mine and (claim.get("step") is None or c.step == claim.get("step"))
-        ]
-        verdict.check(
-            "request", bool(at), f"no compile that broke ran at {mine} step {claim.get('step')}"
-        )
 
 
 def _check_failure(

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .records import DiagRequest, ProcessRecord, code_name
+from .records import CompileRecord, DiagRequest, ProcessRecord, code_name
 from .spec import ProgramSpec, Truth
 
 CONFIRMED, CONTRADICTED, UNCHECKED = "confirmed", "contradicted", "unchecked"
@@ -204,6 +204,24 @@ def same_frame(code: str | None, frame: Any, location: Any) -> bool:
         if not path.endswith(file.lstrip("./")) and not file.endswith(Path(path).name):
             return False
     return True
+
+
+def skipped_by_break(metrics: dict[str, Any]) -> bool:
+    """A frame Dynamo gave up on because of a graph break it could not resume from (fail_type
+    Unsupported, fullgraph off): the break is the problem, not a failed compile."""
+    reason = str(metrics.get("fail_reason") or "").lower()
+    return metrics.get("fail_type") == "Unsupported" and (
+        "graph break" in reason or "data-dependent" in reason
+    )
+
+
+def break_reasons(item: CompileRecord) -> list[str]:
+    """torch's reasons for the graph breaks a compile hit: the counters' keys, and the reason
+    of a frame it gave up on."""
+    reasons = list(item.graph_breaks)
+    if skipped_by_break(item.metrics):
+        reasons.append(str(item.metrics.get("fail_reason")))
+    return reasons
 
 
 def short_type(kind: Any) -> str:

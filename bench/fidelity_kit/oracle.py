@@ -13,7 +13,9 @@ with `request()` and `step()`. The oracle never imports diag and reads nothing d
   reason, cache size, timings), read often enough that its 64-entry window loses nothing;
 - cache entries per code object at each step end (`_debug_get_cache_entry_list`);
 - recompile-limit warnings: a handler on the `torch._dynamo` logger;
-- graph breaks: `counters["graph_break"]` before and after each compile;
+- graph breaks: `counters["graph_break"]` and `counters["unimplemented"]` before and after
+  each compile (torch 2.13 counts a break it resumes after in the top frame, and one that makes
+  it skip the frame, under "unimplemented" only; the recompile-limit entry there is not a break);
 - whether each call of a watched compiled callable ran compiled: every cache entry's guards
   checked against the call's arguments before the call (`watch_module`, `watch_callable`);
 - counters (aot_autograd's cache counters included) at each step end and at exit, each
@@ -104,7 +106,7 @@ class _Oracle:
         code, entries = _compiling_frame()
         reasons = self._new_failures(code) if code is not None else []
         self.harvest_metrics()
-        breaks = dict(self.torch._dynamo.utils.counters["graph_break"])
+        breaks = self.break_counts()
         self.open_compiles[compile_id] = (time.perf_counter(), breaks)
         self.started.append(compile_id)
         self.emit(
@@ -121,7 +123,7 @@ class _Oracle:
         started, breaks = self.open_compiles.pop(compile_id, (time.perf_counter(), {}))
         seconds = time.perf_counter() - started
         self.compile_seconds += seconds
-        now = self.torch._dynamo.utils.counters["graph_break"]
+        now = self.break_counts()
         added = {k[:300]: v - breaks.get(k, 0) for k, v in now.items() if v > breaks.get(k, 0)}
         self.emit(
             "compile_end",
@@ -130,6 +132,16 @@ class _Oracle:
             graph_breaks=added,
             **self.position(),
         )
+
+    def break_counts(self) -> dict[str, int]:
+        """Graph breaks counted so far, by torch's reason text (both counters that hold them)."""
+        counters = self.torch._dynamo.utils.counters
+        found: dict[str, int] = {}
+        for group in ("graph_break", "unimplemented"):
+            for reason, count in counters[group].items():
+                if "recompile limit" not in str(reason).lower():
+                    found[str(reason)] = found.get(str(reason), 0) + int(count)
+        return found
 
     def on_limit(self, message: str) -> None:
         """Dynamo's `hit config.recompile_limit` warning: the frame, its reasons, where."""

@@ -11,7 +11,17 @@ import re
 import statistics
 from typing import Any
 
-from .compare import Problem, Program, clip, planted_keys, same_frame, same_reason, short_type
+from .compare import (
+    Problem,
+    Program,
+    break_reasons,
+    clip,
+    planted_keys,
+    same_frame,
+    same_reason,
+    short_type,
+    skipped_by_break,
+)
 from .records import CompileRecord, ProcessRecord, resume_parent
 
 Claims = list[tuple[dict[str, Any], dict[str, Any]]]  # (finding, claim)
@@ -140,13 +150,6 @@ def _limits(program: Program, process: ProcessRecord, claims: Claims) -> list[Pr
     return found
 
 
-def _skipped_by_break(metrics: dict[str, Any]) -> bool:
-    """A frame Dynamo gave up on because of a graph break it could not resume from (fail_type
-    Unsupported, fullgraph off): the break is the problem, not a failed compile."""
-    reason = str(metrics.get("fail_reason") or "").lower()
-    return metrics.get("fail_type") == "Unsupported" and "graph break" in reason
-
-
 def _is_limit(metrics: dict[str, Any]) -> bool:
     reason = str(metrics.get("fail_reason") or "").lower()
     return "recompile_limit" in reason or "recompile limit" in reason
@@ -164,7 +167,7 @@ def _failures_and_eager(program: Program, process: ProcessRecord, claims: Claims
     for compile_id, (code, values) in metrics.items():
         if _is_limit(values):
             continue
-        if _skipped_by_break(values):
+        if skipped_by_break(values):
             skipped.add(str(code))
             continue
         failed.add(str(code))
@@ -247,7 +250,7 @@ def _graph_breaks(program: Program, process: ProcessRecord, claims: Claims) -> l
     """One problem per distinct reason torch counted in the process."""
     reasons: dict[str, list[CompileRecord]] = {}
     for item in process.compiles.values():
-        for text in item.graph_breaks:
+        for text in break_reasons(item):
             reasons.setdefault(text.splitlines()[0][:200], []).append(item)
     found = []
     for text, items in reasons.items():

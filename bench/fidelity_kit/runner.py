@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -149,6 +150,7 @@ def run_program(
     own caches and oracle folder, and nothing the comparison reads depends on timing), then
     analyze the recording."""
     folder = root / spec.program_id
+    shutil.rmtree(folder, ignore_errors=True)  # a re-run starts clean (oracle files are per pid)
     program = write_program(spec, folder)
     run = ProgramRun(spec, folder)
     trace = folder / "trace"

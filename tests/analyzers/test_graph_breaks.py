@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from diag.analyzers import get_analyzer
-from diag.analyzers.graph_breaks import analyze, reason_of
+from diag.analyzers.graph_breaks import analyze, reason_of, skipped_frame
 from diag.findings import Finding
 from diag.trace.run import Trace, load_trace
 from tests.integration.support import PYTHON, diag_record
@@ -110,3 +110,23 @@ def test_reason_skips_dynamo_boilerplate() -> None:
 
 def test_fixture_runs_have_no_breaks(record_fixture: RecordFixture) -> None:
     assert analyze(record_fixture()) == []
+
+
+def test_a_break_torch_cannot_resume_from_names_its_own_reason_and_the_skipped_frame() -> None:
+    """torch 2.13's payload when a break in a nested call makes it give up on the frame (seen
+    on diffusers models compiled whole with a data-dependent branch in an attention processor,
+    bench/fidelity.py): the reason is the break's own, not torch's wrapper around it."""
+    raw = (
+        "Graph break in user code at /srv/app.py:48\n"
+        "Graph Break Reason: Failed to handle graph break gracefully. Skipping the function and "
+        "falling back to eager. Graph break encountered:\n\nData-dependent branching\n"
+        "  Explanation: Detected data-dependent branching.\n"
+    )
+    data = {
+        "reason": "Failed to handle graph break gracefully. Skipping the function and falling "
+        "back to eager. Graph break encountered:",
+        "raw": raw,
+    }
+    assert reason_of(data) == "Data-dependent branching"
+    assert skipped_frame(data)
+    assert not skipped_frame({"reason": "Data-dependent branching", "raw": raw[:40]})
