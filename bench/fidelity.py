@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import os
 import shutil
 import subprocess
 import sys
@@ -63,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--reanalyze", action="store_true", help="with --reuse: analyze again")
     parser.add_argument("--out", type=Path, default=None, help="report path (.txt; .json beside)")
+    parser.add_argument("--note", default="", help="a line for the report's header")
     args = parser.parse_args(argv)
     families = [f for f in args.families.split(",") if f]
     unknown = [f for f in families if f not in FAMILIES]
@@ -108,6 +110,9 @@ def main(argv: list[str] | None = None) -> int:
             f"run {datetime.datetime.now():%Y-%m-%d %H:%M}, {time.monotonic() - started:.0f} s "
             "on this machine",
         ]
+    if args.note:
+        header.append(args.note)
+    header.append(f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPU(s)")
     text = report.render(evaluations, header)
     print(text)
     out = args.out or RESULTS / (

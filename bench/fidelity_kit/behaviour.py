@@ -8,11 +8,14 @@ change what Dynamo compiles or what the program computes).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from .records import ProcessRecord
 
+_OBJECT_ID = re.compile(r"(___check_(?:type|obj)_id\([^,]+,\s*)\d+")
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
 #: Counters whose values follow time or the host, not what was compiled.
 _VOLATILE_COUNTERS: set[tuple[str, str]] = set()
 
@@ -74,8 +77,15 @@ def _compiles(p: ProcessRecord) -> list[tuple[Any, ...]]:
 
 def _reasons(p: ProcessRecord) -> dict[str, list[str]]:
     return {
-        c.compile_id: [r.split("\nUser stack")[0] for r in c.reasons] for c in p.compiles.values()
+        c.compile_id: [_masked(r.split("\nUser stack")[0]) for r in c.reasons]
+        for c in p.compiles.values()
     }
+
+
+def _masked(reason: str) -> str:
+    """A reason without the object ids and addresses in it (`___check_type_id(self, 9470...)`,
+    `id=0x7f...`): they differ between any two processes."""
+    return _ADDRESS.sub("<addr>", _OBJECT_ID.sub(r"\1<id>", reason))
 
 
 def _failures(p: ProcessRecord) -> dict[str, Any]:

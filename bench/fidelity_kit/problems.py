@@ -163,14 +163,15 @@ def _failures_and_eager(program: Program, process: ProcessRecord, claims: Claims
     metrics = {c.compile_id: (c.code, c.metrics) for c in process.compiles.values() if c.fail_type}
     metrics.update({k: (_metric_code(v), v) for k, v in process.failed_metrics.items()})
     skipped: set[str] = set()
-    failed: set[str] = set()
+    failed: set[str] = set()  # frames that ran on eagerly after a suppressed failure
+    raised: set[str] = set()  # frames whose failure raised into the program
     for compile_id, (code, values) in metrics.items():
         if _is_limit(values):
             continue
         if skipped_by_break(values):
             skipped.add(str(code))
             continue
-        failed.add(str(code))
+        (failed if values.get("config_suppress_errors") else raised).add(str(code))
         claimed = _claimed(
             claims,
             process,
@@ -203,6 +204,8 @@ def _failures_and_eager(program: Program, process: ProcessRecord, claims: Claims
         if row.get("eager") and row.get("phase") == "live":
             eager.setdefault(str(row.get("code")), []).append(row)
     for code, rows in eager.items():
+        if code in raised and code not in failed:
+            continue  # the call whose compile raised did not run: the failure is the problem
         spots = ", ".join(f"{r.get('request')}/{r.get('step')}" for r in rows[:8])
         total = sum(int(r.get("eager") or 0) for r in rows)
         if code in limited or code in failed:

@@ -34,7 +34,9 @@ def test_the_sample_is_deterministic_and_covers_the_catalogue() -> None:
     assert len(clean) == 15 and all(not s.plants and s.warmup == "all" for s in clean)
     assert {s.family for s in clean[:9]} == set(DIFFUSERS)  # a clean variant of each family
     planted = {p for s in first for p in s.plants}
-    assert planted == set(PLANTS)
+    assert planted == set(PLANTS) - {"patched-torch"}  # it changes only what Inductor caches
+    inductor = {p for s in sample(7, 60, DIFFUSERS, "inductor") for p in s.plants}
+    assert "patched-torch" in inductor
     assert {s.unit for s in first} == {"repeated", "per-block", "whole", "helper"}
     assert {s.layout for s in first} == {"single", "spawn", "ranks"}
     for spec in first:
