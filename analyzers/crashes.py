@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from diag.claims import claim
 from diag.findings import Finding
 from diag.status import TEARDOWN_FIX, is_launcher_report, root_cause, worker_teardown
 from diag.trace.run import Event, RunData, Step, Trace
@@ -60,6 +61,7 @@ def _finding(trace: Trace, run: RunData, crash: Event, index: int) -> Finding:
     user = _frame_text(data.get("user_frame"))
     location = _frame_text(data.get("user_frame"), with_name=False)
     where = _position(run, crash)
+    phase, request_id, step = _claimed_position(run, crash)
     kind, title, fix, severity = _explain(short, message, headline, inside, location, thread)
     evidence = [
         f"uncaught {kind_name}" + (f" in thread {thread!r}" if thread else "") + f": {headline}",
@@ -120,6 +122,19 @@ def _finding(trace: Trace, run: RunData, crash: Event, index: int) -> Finding:
             "position": list(crash.position),
             "compiling": compiling,
         },
+        claims=[
+            claim(
+                "crash",
+                run,
+                crash.pid,
+                phase=phase,
+                request=request_id,
+                step=step,
+                type=kind_name,
+                inside=inside,
+                thread=thread if isinstance(thread, str) else None,
+            )
+        ],
     )
 
 
@@ -256,6 +271,18 @@ def _position(run: RunData, crash: Event) -> str:
     if run.steps:
         return f"{phase}, before any step"
     return "unknown: no steps were identified in this run"
+
+
+def _claimed_position(run: RunData, crash: Event) -> tuple[str | None, str | None, int | None]:
+    """Where the claim puts the crash: the recorded position, else the request of the last step
+    started before it, with the step left unknown (the exception may have come after it)."""
+    phase, rid, step = crash.position
+    if rid is not None:
+        return phase, rid, step
+    last = _last_step(run, crash)
+    if last is not None:
+        return last.phase, last.request_id, None
+    return None, None, None
 
 
 def _last_step(run: RunData, crash: Event) -> Step | None:

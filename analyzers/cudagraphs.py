@@ -19,6 +19,7 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass
 
+from diag.claims import claim
 from diag.findings import Finding
 from diag.trace.run import Compile, Event, Request, RunData, Trace
 
@@ -219,6 +220,20 @@ def _live_finding(
             "reserved_growth_bytes": grew[1] - grew[0] if grew is not None else None,
             "recompiled": bool(compiled),
         },
+        claims=[
+            claim(
+                "cudagraph-record",
+                run,
+                pid,
+                phase="live",
+                request=request_id,
+                step=step,
+                compile_ids=sorted({i.compile_id for i in items if i.step == step}),
+                count=sum(1 for i in items if i.step == step),
+                recompiled=bool(compiled),
+            )
+            for step in sorted({i.step for i in items}, key=lambda s: -1 if s is None else s)
+        ],
     )
 
 
@@ -353,6 +368,19 @@ def _skip_findings(run: RunData, pid: int, skips: list[Event]) -> list[Finding]:
                 fix=fix,
                 run=run.label,
                 data={"message": first.get("message"), "count": len(events), "compile_ids": ids},
+                claims=[
+                    claim(
+                        "cudagraph-skip",
+                        run,
+                        pid,
+                        phase=_text(first.get("phase")),
+                        request=_text(first.get("request_id")),
+                        step=first.get("step") if isinstance(first.get("step"), int) else None,
+                        reason=headline,
+                        count=len(events),
+                        compile_ids=ids,
+                    )
+                ],
             )
         )
     return findings
@@ -436,6 +464,10 @@ def _where(data: dict[str, object]) -> str:
             f" step {step}" if isinstance(step, int) else ""
         )
     return "outside any request"
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _first_line(text: str) -> str:

@@ -18,7 +18,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from diag.claims import claim
 from diag.findings import Finding
+from diag.frames import label as frame_label
 from diag.trace.run import Compile, Event, RunData, Trace
 
 from .common import format_seconds, id_suffix, process_lines
@@ -123,12 +125,24 @@ def _finding(
     if len(items) > 1:
         ids = ", ".join(c.compile_id for c in items[:8])
         evidence.append(f"{len(items)} compiles of {frame} failed the same way ({ids})")
+    label = frame_label(run, first.frame) if first.frame is not None else frame
+    claims = [_failure_claim(run, c, label) for c in items]
     eager = _eager_fallback(run, first, crash, imported)
     if eager is not None:
-        evidence.extend(eager)
+        lines, eager_claim = eager
+        evidence.extend(lines)
+        if eager_claim is not None:
+            position = claim("eager-calls", run, first.pid, frame=first.frame, label=label)
+            claims.append(position | eager_claim)
         if first.suppress_errors:
             kind = "eager-fallback"
-            title = f"{frame} never compiled and runs eagerly for the rest of the run ({cause})"
+            entries = _entries_before(run, first)
+            title = (
+                f"{frame} never compiled and runs eagerly for the rest of the run ({cause})"
+                if not entries
+                else f"{frame} stopped compiling: calls its {entries} earlier entr"
+                f"{'y does' if entries == 1 else 'ies do'} not serve run eagerly ({cause})"
+            )
             fix = (
                 f"{fix} torch._dynamo.config.suppress_errors = True hid this: set it to False "
                 "while fixing it, so the failure raises where it happens."
@@ -136,6 +150,18 @@ def _finding(
     if crash is not None:
         evidence.append(
             f"the program died of it: uncaught {crash.data.get('type')}" + _exit_text(trace, run)
+        )
+        claims.append(
+            claim(
+                "crash",
+                run,
+                crash.pid,
+                phase=first.phase,
+                request=first.request_id,
+                step=first.step,
+                type=crash.data.get("type"),
+                inside=[str(i) for i in crash.data.get("inside") or [] if isinstance(i, str)],
+            )
         )
     evidence.extend(process_lines(run, first.pid))
     location = user.location if user is not None else first.fail_user_frame
@@ -165,6 +191,35 @@ def _finding(
             "request_id": first.request_id,
             "step": first.step,
         },
+        claims=claims,
+    )
+
+
+def _failure_claim(run: RunData, item: Compile, label: str) -> dict[str, object]:
+    return claim(
+        "compile-failure",
+        run,
+        item.pid,
+        frame=item.frame,
+        label=label,
+        phase=item.phase if item.phase != "unknown" else None,
+        request=item.request_id,
+        step=item.step,
+        compile_id=item.compile_id,
+        fail_type=item.fail_type,
+        suppress_errors=item.suppress_errors,
+    )
+
+
+def _entries_before(run: RunData, item: Compile) -> int:
+    """Cache entries the frame held when this compile failed: torch's cache_size, else the
+    frame's earlier successful compiles in the process."""
+    if item.cache_size is not None:
+        return item.cache_size
+    return sum(
+        1
+        for c in run.compiles
+        if c.pid == item.pid and c.frame == item.frame and c.t < item.t and c.result == "ok"
     )
 
 
@@ -229,9 +284,13 @@ def _explain(fail_type: str, reason: str, user: UserLine | None) -> tuple[str, s
 
 def _eager_fallback(
     run: RunData, item: Compile, crash: Event | None, imported: bool
-) -> list[str] | None:
-    """Evidence that the frame ran eagerly after the failure, or None if the program did not go
-    on (it died of the exception, or suppress_errors was off)."""
+) -> tuple[list[str], dict[str, object] | None] | None:
+    """Evidence that the frame ran eagerly after the failure, with its eager-calls claim (the
+    fields beyond the position), or None if the program did not go on (it died of the
+    exception, or suppress_errors was off).
+
+    After a suppressed failure Dynamo compiles the frame no more, but keeps running the entries
+    it compiled before: a call one of them serves runs compiled, any other call eagerly."""
     frame = item.frame.name if item.frame is not None else "the frame"
     if crash is not None or item.suppress_errors is False:
         return None
@@ -241,19 +300,37 @@ def _eager_fallback(
         return [
             "a TORCH_TRACE log does not say whether the error reached the program or was "
             f"suppressed (torch._dynamo.config.suppress_errors), in which case {frame} ran "
-            "eagerly from then on"
-        ]
+            "eagerly from then on, except calls an earlier entry of it served"
+        ], None
     after = [s for s in run.steps if s.pid == item.pid and s.start_t >= item.t]
-    lines = [
-        f"suppress_errors was on: Dynamo swallowed the error and skips {frame} from then on, "
-        "running every later call eagerly with no further compile or message",
-        "diag cannot count the eager calls (a skipped frame leaves no trace of its calls)",
-    ]
+    entries = _entries_before(run, item)
+    failed_call = {"request": item.request_id, "step": item.step}
+    if entries:
+        lines = [
+            f"suppress_errors was on: Dynamo swallowed the error and compiles {frame} no more; "
+            f"it keeps running the {entries} entr{'y' if entries == 1 else 'ies'} compiled "
+            "before the failure, so a later call one of them serves runs compiled and any "
+            "other call runs eagerly, with no further compile or message",
+            "diag cannot count the eager calls (a call that runs eagerly leaves no trace); "
+            "the call that failed to compile ran eagerly",
+        ]
+        fields: dict[str, object] = {"calls": [failed_call], "count": None, "extent": "unknown"}
+    else:
+        lines = [
+            f"suppress_errors was on: Dynamo swallowed the error and compiles {frame} no more; "
+            "it had no compiled entry, so every later call runs eagerly, with no further "
+            "compile or message",
+            "diag cannot count the eager calls (a skipped frame leaves no trace of its calls)",
+        ]
+        spots = [failed_call] + [{"request": s.request_id, "step": s.index} for s in after]
+        fields = {"calls": list({(c["request"], c["step"]): c for c in spots}.values()),
+                  "count": None, "extent": "unknown"}  # fmt: skip
     if after:
         requests = sorted({s.request_id for s in after})
         lines.append(
             f"{len(after)} step(s) of {len(requests)} request(s) ran after the failure "
-            f"({', '.join(requests[:6])}); every call of {frame} in them ran eagerly"
+            f"({', '.join(requests[:6])})"
+            + (f"; every call of {frame} in them ran eagerly" if not entries else "")
         )
     elif run.steps:
         lines.append("no step ran after the failure")
@@ -265,7 +342,7 @@ def _eager_fallback(
             f"the process ran on for {format_seconds((last - item.t) / 1e9)} after the failure "
             "(to its last recorded event)"
         )
-    return lines
+    return lines, fields
 
 
 def _last_seen(run: RunData, pid: int) -> int:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 
+from diag.claims import claim
 from diag.findings import Finding
 from diag.frames import label as frame_label
 from diag.trace.run import Compile, Event, RunData, Trace
@@ -22,9 +23,12 @@ ANALYZER = "graph-breaks"
 
 _BOILERPLATE = re.compile(
     r"^(?:Graph break in user code at |Graph Break Reason: |Encountered graph break when "
-    r"attempting to trace|For more details|Developer debug context|User code traceback|"
-    r"Traceback \(most recent call last\))"
+    r"attempting to trace|Failed to handle graph break gracefully|For more details|"
+    r"Developer debug context|User code traceback|Traceback \(most recent call last\))"
 )
+#: torch 2.13's words when it cannot resume after a break in a nested call: it gives up on the
+#: whole frame, which then runs eagerly (only the frames it calls get compiled).
+_SKIPPED = re.compile(r"Skipping the function and falling back to eager", re.IGNORECASE)
 _EXPLANATION = re.compile(r"^\s*Explanation:\s*(?P<text>.+)$", re.MULTILINE)
 _HINT = re.compile(r"^\s*Hint:\s*(?P<text>.+)$", re.MULTILINE)
 _UNKNOWN = "<unknown location>"
@@ -64,6 +68,14 @@ def _finding(run: RunData, location: str, events: list[Event]) -> Finding:
     hints = [m.group("text").strip() for m in _HINT.finditer(str(first.data.get("raw") or ""))]
     if hints:
         evidence.append(f"torch's hint: {hints[0]}")
+    claims = [_claim(run, location, e) for e in events]
+    skipped = _unique([_frame_of(run, e) for e in events if skipped_frame(e.data)])
+    if skipped:
+        evidence.append(
+            f"torch could not resume after the break in {', '.join(skipped)} and ran "
+            f"{'it' if len(skipped) == 1 else 'them'} eagerly from then on (only the frames "
+            "called from there were compiled)"
+        )
     live = [e for e in events if e.position[0] == "live" and e.position[1] is not None]
     if live:
         evidence.append(
@@ -91,6 +103,35 @@ def _finding(run: RunData, location: str, events: list[Event]) -> Finding:
             "frames": frames,
             "compile_ids": _unique([str(e.data.get("compile_id")) for e in events]),
         },
+        claims=claims,
+    )
+
+
+def _claim(run: RunData, location: str, event: Event) -> dict[str, object]:
+    """One break as a claim: the compile that hit it, where, and torch's reason."""
+    found = _compile_of(run, event)
+    phase, request_id, step = event.position
+    return claim(
+        "graph-break",
+        run,
+        event.pid,
+        frame=found.frame if found is not None else None,
+        label=_frame_of(run, event) if found is not None and found.frame is not None else None,
+        phase=phase,
+        request=request_id,
+        step=step,
+        location=location if location != _UNKNOWN else None,
+        reason=reason_of(event.data),
+        compile_id=str(event.data["compile_id"]) if event.data.get("compile_id") else None,
+        frame_skipped=skipped_frame(event.data),
+    )
+
+
+def skipped_frame(data: dict[str, object]) -> bool:
+    """Whether torch gave up on the whole frame at this break (it then runs eagerly)."""
+    return any(
+        isinstance(data.get(key), str) and _SKIPPED.search(str(data[key]))
+        for key in ("reason", "raw")
     )
 
 
@@ -120,10 +161,10 @@ def _detail(data: dict[str, object]) -> str | None:
     return match.group("text").strip()[:300] if match else None
 
 
-def _frame_of(run: RunData, event: Event) -> str:
+def _compile_of(run: RunData, event: Event) -> Compile | None:
     compile_id = event.data.get("compile_id")
     epoch = event.data.get("epoch") or 0
-    found: Compile | None = next(
+    return next(
         (
             c
             for c in run.compiles
@@ -131,8 +172,13 @@ def _frame_of(run: RunData, event: Event) -> str:
         ),
         None,
     )
+
+
+def _frame_of(run: RunData, event: Event) -> str:
+    found = _compile_of(run, event)
     if found is not None and found.frame is not None:
         return frame_label(run, found.frame)
+    compile_id = event.data.get("compile_id")
     return f"compile {compile_id}" if compile_id else "<unknown frame>"
 
 

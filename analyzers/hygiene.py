@@ -13,6 +13,7 @@ compiles: calls that fall inside a compile of the same process are torch's and n
 
 from __future__ import annotations
 
+from diag.claims import claim
 from diag.findings import Finding
 from diag.trace.run import Event, RunData, Trace
 
@@ -64,6 +65,7 @@ def _analyze_run(run: RunData) -> list[Finding]:
                     "warmup_calls": len(warm),
                     "duration_s": round(sum(_duration(e) for e in empty), 6),
                 },
+                claims=_claims("empty-cache", run, empty),
             )
         )
     collects = [e for e in run.of("gc_collect") if _live(e)]
@@ -95,9 +97,28 @@ def _analyze_run(run: RunData) -> list[Finding]:
                     "inside_compiles": len(collects) - len(program),
                     "duration_s": round(sum(_duration(e) for e in program), 6),
                 },
+                claims=_claims("gc-collect", run, program),
             )
         )
     return findings
+
+
+def _claims(kind: str, run: RunData, events: list[Event]) -> list[dict[str, object]]:
+    """One claim per process: the live calls it made, where, and how many."""
+    by_pid: dict[int, list[Event]] = {}
+    for event in events:
+        by_pid.setdefault(event.pid, []).append(event)
+    return [
+        claim(
+            kind,
+            run,
+            pid,
+            phase="live",
+            calls=[{"request": e.position[1], "step": e.position[2]} for e in mine],
+            count=len(mine),
+        )
+        for pid, mine in by_pid.items()
+    ]
 
 
 def _recording_windows(run: RunData) -> dict[int, list[tuple[int, int]]]:

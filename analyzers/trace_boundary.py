@@ -22,6 +22,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from diag.claims import claim
 from diag.findings import Finding
 from diag.trace.run import Compile, Event, Frame, RunData, Trace
 
@@ -247,4 +248,17 @@ def _finding(run: RunData, entry: _Entry, compiles: dict[_CompileKey, Compile]) 
             "compile_ids": [c.compile_id for c in added],
             "compile_s": round(seconds, 6),
         },
+        claims=[
+            claim(
+                "traced-into",
+                run,
+                entry.pid,
+                function=entry.name,
+                file=entry.file,
+                lru_cache=entry.cached,
+                modules=modules,
+                compile_ids=sorted(k[2] for k in entry.compiles),
+                graph_breaks=entry.breaks,
+            )
+        ],
     )

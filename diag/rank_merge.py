@@ -332,6 +332,8 @@ def _merged_finding(members: list[Finding], merged: Merged) -> Finding:
         data={**head.data, "on_ranks": merged.ranks, "rank_ids": [m.id for m in members]},
         related=[],
         group=None,
+        # Each rank's claims stay checkable: the merged text stands for all of them.
+        claims=[c for m in members for c in m.claims],
     )
 
 

@@ -92,6 +92,11 @@ def test_plant_names_each_live_request_that_recorded(name: str, tmp_path: Path) 
         )
         assert any(e.startswith("memory reserved at step ends: ") for e in finding.evidence)
         assert "dynamic=False" in finding.fix and "two calls per size" in finding.fix
+        [claim] = finding.claims
+        assert claim["kind"] == "cudagraph-record"
+        assert claim["request"] == finding.data["request_id"]
+        assert (claim["step"], claim["count"], claim["compile_ids"]) == (1, 2 * BLOCKS, ["0/1"])
+        assert claim["recompiled"] is False
     summary = _by_id(findings)["cudagraphs:summary"]
     assert summary.severity == "info"
     assert summary.data["per_compile"] == truth.graphs_per_compile

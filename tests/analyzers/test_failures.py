@@ -270,6 +270,29 @@ def test_suppressed_failure_counts_the_steps_after_it(tmp_path: Path) -> None:
     assert any(line.startswith("3 step(s) of 1 request(s) ran after") for line in finding.evidence)
     assert any(line.startswith("the process ran on for") for line in finding.evidence)
     assert "suppress_errors = True hid this" in finding.fix
+    failure, eager = finding.claims
+    assert failure["kind"] == "compile-failure" and failure["compile_id"] == "0/0"
+    assert (failure["fail_type"], failure["suppress_errors"]) == ("BackendCompilerFailed", True)
+    # No entry to fall back on: the failing call and every later step ran eagerly.
+    assert eager["kind"] == "eager-calls" and eager["extent"] == "unknown"
+    assert eager["calls"] == [{"request": "r0", "step": s} for s in range(3)]
+
+
+def test_suppressed_failure_after_an_entry_keeps_that_entry(tmp_path: Path) -> None:
+    """torch 2.13 (checked with each entry's guards before every call): after a suppressed
+    failure Dynamo compiles the frame no more, but a call an earlier entry serves still runs
+    compiled. So only the failing call is claimed eager, and the title says which calls."""
+    failed = _failed(suppress_errors=True, t=5, compile_id="0/1", cache_size=1)
+    trace = write_trace(tmp_path, [failed, *_steps("r0", 10, 3)])
+    [finding] = _findings(trace)
+    assert finding.title.startswith(
+        "forward stopped compiling: calls its 1 earlier entry does not serve run eagerly"
+    )
+    text = "\n".join(finding.evidence)
+    assert "keeps running the 1 entry compiled before the failure" in text
+    assert "every call of forward in them ran eagerly" not in text
+    eager = finding.claims[-1]
+    assert eager["kind"] == "eager-calls" and eager["calls"] == [{"request": "r0", "step": 0}]
 
 
 def test_recompile_limit_results_are_left_to_their_analyzer(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from diag.analyzers import get_analyzer
-from diag.analyzers.graph_breaks import analyze, reason_of
+from diag.analyzers.graph_breaks import analyze, reason_of, skipped_frame
 from diag.findings import Finding
 from diag.trace.run import Trace, load_trace
 from tests.integration.support import PYTHON, diag_record
@@ -80,6 +80,23 @@ def test_one_warning_per_location(trace: Trace) -> None:
     assert "1 of them during live requests" in "\n".join(printing.evidence)
 
 
+def test_claims_are_the_breaks_the_text_counts(trace: Trace) -> None:
+    findings = _by_location(analyze(trace))
+    [explicit] = findings["app.py:7"].claims
+    assert explicit["kind"] == "graph-break" and explicit["location"] == "app.py:7"
+    assert explicit["reason"] == findings["app.py:7"].data["reason"]
+    assert (explicit["frame"], explicit["phase"], explicit["request"], explicit["step"]) == (
+        "block",
+        "warmup",
+        "w0",
+        0,
+    )
+    assert explicit["compile_id"] == findings["app.py:7"].data["compile_ids"][0]
+    assert explicit["code"].endswith("app.py:5")  # block's code object
+    [printing] = findings["app.py:11"].claims
+    assert (printing["frame"], printing["request"]) == ("other", "r0")
+
+
 def test_reason_skips_dynamo_boilerplate() -> None:
     data: dict[str, object] = {
         "reason": "Encountered graph break when attempting to trace CALL: a function call:",
@@ -93,3 +110,23 @@ def test_reason_skips_dynamo_boilerplate() -> None:
 
 def test_fixture_runs_have_no_breaks(record_fixture: RecordFixture) -> None:
     assert analyze(record_fixture()) == []
+
+
+def test_a_break_torch_cannot_resume_from_names_its_own_reason_and_the_skipped_frame() -> None:
+    """torch 2.13's payload when a break in a nested call makes it give up on the frame (seen
+    on diffusers models compiled whole with a data-dependent branch in an attention processor,
+    bench/fidelity.py): the reason is the break's own, not torch's wrapper around it."""
+    raw = (
+        "Graph break in user code at /srv/app.py:48\n"
+        "Graph Break Reason: Failed to handle graph break gracefully. Skipping the function and "
+        "falling back to eager. Graph break encountered:\n\nData-dependent branching\n"
+        "  Explanation: Detected data-dependent branching.\n"
+    )
+    data = {
+        "reason": "Failed to handle graph break gracefully. Skipping the function and falling "
+        "back to eager. Graph break encountered:",
+        "raw": raw,
+    }
+    assert reason_of(data) == "Data-dependent branching"
+    assert skipped_frame(data)
+    assert not skipped_frame({"reason": "Data-dependent branching", "raw": raw[:40]})

@@ -36,6 +36,9 @@ def test_empty_cache_in_live_requests(record_fixture: RecordFixture) -> None:
         "torch.cuda.empty_cache() after every request undoes warmup's allocations"
     )
     assert "warmup0" not in "\n".join(finding.evidence)
+    [claim] = finding.claims
+    assert claim["kind"] == "empty-cache" and claim["count"] == 2 and claim["phase"] == "live"
+    assert [c["request"] for c in claim["calls"]] == ["r0", "r1"]
 
 
 def test_dynamo_collections_are_not_the_programs(record_fixture: RecordFixture) -> None:

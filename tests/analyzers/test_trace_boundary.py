@@ -100,6 +100,10 @@ def test_lru_cached_loader_inside_the_compiled_block(tmp_path: Path) -> None:
     assert "rope at" in text and "-> load_kernel" in text
     assert "posixpath.join" in text and "lock" in text
     assert "torch_dynamo_resume_in_block_at_" in text
+    [claim] = finding.claims
+    assert claim["kind"] == "traced-into" and claim["function"] == "load_kernel"
+    assert claim["graph_breaks"] == torch_counts["graph_breaks"] and claim["lru_cache"] is True
+    assert set(claim["compile_ids"]) <= {c.compile_id for c in trace.compiled.compiles}
 
 
 def test_the_loader_behind_a_custom_op_is_quiet(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ def _spike(rank: int, took: str, severity: str = "warning", **data: Any) -> Find
         evidence=[f"step 0 took {took}", f"process rank{rank} (pid {4000 + rank})"],
         fix="warm it up",
         data={"request_id": "r1", "step0_s": 1.0, **data},
+        claims=[{"kind": "spike", "process": 4000 + rank, "rank": rank, "request": "r1"}],
     )
 
 
@@ -38,6 +39,8 @@ def test_figures_in_other_units_merge_into_a_range() -> None:
     ]
     assert merged.data["on_ranks"] == [0, 1, 2]
     assert merged.data["rank_ids"] == [f.id for f in findings]
+    # The merged text stands for every rank: each rank's claims stay checkable.
+    assert [c["rank"] for c in merged.claims] == [0, 1, 2]
 
 
 def test_what_differs_beyond_figures_stays_apart() -> None:
