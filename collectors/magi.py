@@ -434,8 +434,14 @@ class MagiCollector:
         # A magi call counts for inferred steps here, the first compile and the fast path
         # alike (the fast path never enters torch.compile's callable), keyed by its module.
         owner = getattr(state, "obj", None)
+        if not isinstance(owner, self.torch.nn.Module):
+            owner = None  # a decorated function: the state is the target
+        # A decorated module's instance is the target (its own module call is no "eager module
+        # around compiled blocks"), and keys its calls.
         token = compiled_calls.enter_call(
-            state, (owner, *args) if owner is not None else tuple(args), kwargs
+            owner if owner is not None else state,
+            (owner, *args) if owner is not None else tuple(args),
+            kwargs,
         )
         try:
             return self._orchestrate(original, state, args, kwargs)
