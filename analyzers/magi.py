@@ -594,7 +594,7 @@ def _step0(run: RunData, compiles: list[_Compile]) -> list[Finding]:
             f"{format_seconds(steady)} (median of steps 1..{len(steps) - 1})",
             *lines,
         ]
-        compiled_live = any("fast path" in cause for cause in causes)
+        compiled_live = any("fast path" in c or "magi compile" in c for c in causes)
         findings.append(
             Finding(
                 id=f"{ANALYZER}:step0:{request.request_id}{id_suffix(run, request.pid)}",
@@ -609,7 +609,7 @@ def _step0(run: RunData, compiles: list[_Compile]) -> list[Finding]:
                 "that this first-use cost happens before serving"
                 + (
                     "; or pre-compile it with compile_sizes"
-                    if "compile" in " ".join(causes)
+                    if "fast path" in " ".join(causes)
                     else ""
                 )
                 + ".",
@@ -641,6 +641,17 @@ def _step0_causes(
     end = step0.end_t or step1.start_t
     causes: list[str] = []
     lines: list[str] = []
+    first = [
+        e for e in run.of("magi_compile_end") if e.pid == step0.pid and step0.start_t <= e.t <= end
+    ]
+    if first:
+        seconds = sum(float(e.data.get("duration_s") or 0.0) for e in first)
+        if seconds >= EXPLAINED_SHARE * extra:
+            causes.append(f"{len(first)} magi compile(s) ({format_seconds(seconds)})")
+        lines.append(
+            f"magi compiled {len(first)} target(s) in step 0 ({format_seconds(seconds)}): their "
+            "first call at this shape"
+        )
     runtime = [
         e
         for e in run.of("magi_runtime_compile")
