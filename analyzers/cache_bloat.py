@@ -177,7 +177,11 @@ def _finding(
     return Finding(
         id=f"{ANALYZER}:{label}{'' if run.label == 'compiled' else '@' + run.label}",
         analyzer=ANALYZER,
-        severity="error" if at_limit else "warning",
+        # Entries beyond the shapes cost only when traffic compiled more of them (or the limit
+        # is near); compiled in warmup alone they are context.
+        severity="error"
+        if at_limit
+        else ("warning" if any(c.live for c in run.compiles if c.frame == frame) else "info"),
         title=title,
         evidence=evidence,
         fix=fix,

@@ -160,9 +160,9 @@ def _over_dynamic(
     if not fixed:
         return None
     n_calls = calls.get((pid, frame), 0)
-    # A warning only when the run exercised variation (some other dim did change) and these
-    # dims did not; with nothing varying at all, nobody can say which dims need to be dynamic.
-    severity = "warning" if varied else "info"
+    # Context, not a verdict: symbolic dims that never changed cost what the compiled code
+    # loses to symbolic shapes, which the trace does not measure.
+    severity = "info"
     names = ", ".join(f"{s.source} = {v}" for s, v in fixed[:_SHOWN])
     more = f" and {len(fixed) - _SHOWN} more" if len(fixed) > _SHOWN else ""
     title = (
@@ -263,7 +263,11 @@ def _specialised(
                     id=f"{ANALYZER}:specialized:{frame.name}@{frame.file}:{frame.line}:{source}"
                     + id_suffix(run, event.pid),
                     analyzer=ANALYZER,
-                    severity="warning",
+                    # A baked-in dim that varies recompiles per value: a warning when traffic
+                    # paid for it, context when warmup did.
+                    severity="warning"
+                    if any(c.live and c.pid == event.pid and c.frame == frame for c in run.compiles)
+                    else "info",
                     title=(
                         f"{frame.name}: {source} varies between calls ({_values(values)}) but "
                         f"compile {event.data.get('compile_id')} baked it in as {value}"

@@ -210,7 +210,10 @@ def _finding(run: RunData, group: _Group, cwd: str | None, limit: Compile | None
     title = f"{frame} recompiled {count} time(s) on `{group.source}` ({group.kind}{live_text})"
     if limit is not None:
         title += ": then hit the recompile limit"
-    severity = "error" if live or limit is not None else "warning"
+    # Warmup only, nothing recompiled live and no limit hit: warmup paid it and live traffic
+    # was served by the entries it compiled. Context (a value traffic may still bring), not a
+    # verdict about the run.
+    severity = "error" if live or limit is not None else ("info" if warmup_only else "warning")
     return Finding(
         id=f"{ANALYZER}:{frame}:{group.source}{_id_suffix(run, group.pid)}",
         analyzer=ANALYZER,
@@ -245,7 +248,7 @@ def _finding(run: RunData, group: _Group, cwd: str | None, limit: Compile | None
             "per_call": per_call,
             "user_location": location if read_line else None,
         },
-        claims=[recompile_claim(run, c, frame) for c in compiles],
+        claims=[recompile_claim(run, c, frame_label(run, c.frame)) for c in compiles],
     )
 
 

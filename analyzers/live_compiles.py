@@ -17,6 +17,7 @@ live traffic.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from diag.causes import (
     RecompileCause,
@@ -26,6 +27,7 @@ from diag.causes import (
     recompile_cause,
     recompile_claim,
 )
+from diag.claims import claim
 from diag.findings import Finding
 from diag.frames import label as frame_label
 from diag.guards import (
@@ -241,7 +243,7 @@ def _live_finding(run: RunData, compiles: list[Compile], request: Request | None
             "guards": guards,
             "uncovered": uncovered,
         },
-        claims=[recompile_claim(run, c, frame) for c in compiles],
+        claims=[recompile_claim(run, c, frame_label(run, c.frame)) for c in compiles],
     )
 
 
@@ -323,7 +325,7 @@ def _cold_finding(run: RunData, pid: int, compiles: list[Compile]) -> Finding:
             "compile_s": round(total, 6),
             "frames": list(dict.fromkeys(frame_label(run, c.frame) for c in compiles)),
         },
-        claims=[{"kind": "no-warmup", "process": pid, "requests": rids}]
+        claims=[claim("no-warmup", run, pid, requests=rids)]
         + [recompile_claim(run, c, frame_label(run, c.frame)) for c in compiles],
     )
 
@@ -542,7 +544,7 @@ def _coverage_finding(run: RunData) -> Finding | None:
     not_covered: list[str] = []
     uncovered_shapes: set[Shape] = set()
     rows: list[dict[str, object]] = []
-    claims: list[dict[str, object]] = []
+    claims: list[dict[str, Any]] = []
     # Ranks serve the same requests: a shape is listed once, with the processes that served it.
     by_shape: dict[Shape, list[int]] = {}
     for pid, shape in live:
@@ -554,7 +556,7 @@ def _coverage_finding(run: RunData) -> Finding | None:
         gaps = [_dim_name(cov, i) for i in cov.static_gaps]
         label = _shape_label(run, shape, live, by_shape[shape])
         # Automatic dynamic would serve a varied dim; a size recompile says this frame did not.
-        static = cov.covered and any((pid, rid) in resized for rid in rids)
+        static = cov.covered and not cov.exact and any((pid, rid) in resized for rid in rids)
         if (not cov.covered or static) and shape not in uncovered_shapes:
             if static:
                 why = (
@@ -579,14 +581,15 @@ def _coverage_finding(run: RunData) -> Finding | None:
             }
         )
         claims.append(
-            {
-                "kind": "covered" if cov.covered and not static else "not-covered",
-                "process": pid,
-                "phase": "live",
-                "requests": rids,
-                "shape": list(shape),
-                "dims": gaps,
-            }
+            claim(
+                "covered" if cov.covered and not static else "not-covered",
+                run,
+                pid,
+                phase="live",
+                requests=rids,
+                shape=list(shape),
+                dims=gaps,
+            )
         )
     shapes = {shape for _, shape in live}
     covered_n = len(shapes - uncovered_shapes)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import statistics
 
 from diag.causes import RecompileCause, cause_line, recompile_cause
+from diag.claims import claim
 from diag.fallback import EagerExtent, eager_extent, spots_text
 from diag.findings import Finding
 from diag.frames import label as frame_label
@@ -150,8 +151,6 @@ def _finding(
     evidence.extend(_tag_lines(run, event.pid))
 
     churn = _churn_sources(cause)
-    process = next((p for p in run.processes if p.pid == event.pid), None)
-    rank = process.rank if process is not None else None
     return Finding(
         id=f"{ANALYZER}:{name}" + (f":{index + 1}" if index else "") + _id_suffix(run, event.pid),
         analyzer=ANALYZER,
@@ -181,18 +180,18 @@ def _finding(
             "live_steps_after": len(after),
         },
         claims=[
-            {
-                "kind": "recompile-limit",
-                "process": event.pid,
-                "rank": rank,
-                "frame": name,
-                "code": frame.location if frame is not None else None,
-                "phase": phase,
-                "request": rid,
-                "step": step,
-                "compile_id": compile_id,
-            },
-            extent.claim(event.pid, rank, name),
+            claim(
+                "recompile-limit",
+                run,
+                event.pid,
+                frame=frame,
+                label=name,
+                phase=phase,
+                request=rid,
+                step=step,
+                compile_id=compile_id,
+            ),
+            extent.claim(run, event.pid, name),
         ],
     )
 

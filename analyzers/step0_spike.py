@@ -50,6 +50,7 @@ import statistics
 from dataclasses import dataclass
 
 from diag.causes import cause_short, recompile_cause
+from diag.claims import claim
 from diag.errors import DiagError
 from diag.findings import Finding
 from diag.frames import label as frame_label
@@ -444,18 +445,19 @@ def _check(
             **{key: round(value, 6) for key, value in tuning.items() if value},
         },
         claims=[
-            {
-                "kind": "spike",
-                "process": request.pid,
-                "phase": "live",
-                "request": rid,
-                "step": step0.index,
-                "excess_ms": round(timing.excess * 1000, 3),
-                "cause": {
+            claim(
+                "spike",
+                run,
+                request.pid,
+                phase="live",
+                request=rid,
+                step=step0.index,
+                excess_ms=round(timing.excess * 1000, 3),
+                cause={
                     "kind": {"cudagraph": "cudagraph-record"}.get(cause, cause),
                     "decided": cause != "unknown" and not noisy,
                 },
-            }
+            )
         ],
     )
 

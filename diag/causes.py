@@ -306,21 +306,21 @@ def cause_line(cause: RecompileCause) -> str:
 
 def recompile_claim(run: RunData, item: Compile, frame: str) -> dict[str, Any]:
     """A compile as a claim (docs/FINDINGS.md): `recompile` with its cause, or `compile`."""
-    process = next((p for p in run.processes if p.pid == item.pid), None)
-    claim: dict[str, Any] = {
-        "kind": "recompile" if item.guards else "compile",
-        "process": item.pid,
-        "rank": process.rank if process is not None else None,
-        "frame": frame,
-        "code": item.frame.location if item.frame is not None else None,
-        "phase": item.phase,
-        "request": item.request_id,
-        "step": item.step,
-        "compile_id": item.compile_id,
-    }
+    from diag.claims import claim
+
     cause = recompile_cause(run, item)
-    if cause is not None:
-        claim["cause"] = cause.claim()
-    else:
-        claim["result"] = item.result
-    return claim
+    extra: dict[str, Any] = (
+        {"cause": cause.claim()} if cause is not None else {"result": item.result}
+    )
+    return claim(
+        "recompile" if cause is not None else "compile",
+        run,
+        item.pid,
+        frame=item.frame,
+        label=frame,
+        phase=item.phase,
+        request=item.request_id,
+        step=item.step,
+        compile_id=item.compile_id,
+        **extra,
+    )

@@ -44,18 +44,20 @@ class EagerExtent:
     def known(self) -> bool:
         return self.how == CHECKED
 
-    def claim(self, pid: int, rank: int | None, frame: str) -> dict[str, object]:
-        return {
-            "kind": "eager-calls",
-            "process": pid,
-            "rank": rank,
-            "frame": frame,
-            "code": self.frame.location if self.frame is not None else None,
-            "calls": [{"request": rid, "step": step} for (_, rid, step) in self.eager],
-            "count": self.eager_calls if self.known else None,
-            "compiled": self.compiled_calls if self.known else None,
-            "extent": self.how,
-        }
+    def claim(self, run: RunData, pid: int, frame: str) -> dict[str, object]:
+        from diag.claims import claim
+
+        return claim(
+            "eager-calls",
+            run,
+            pid,
+            frame=self.frame,
+            label=frame,
+            calls=[{"request": rid, "step": step} for (_, rid, step) in self.eager],
+            count=self.eager_calls if self.known else None,
+            compiled=self.compiled_calls if self.known else None,
+            extent=self.how,
+        )
 
 
 def eager_extent(run: RunData, hit: Event) -> EagerExtent:

@@ -186,7 +186,10 @@ def tokens(text: str | None) -> set[str]:
 def mentions(reason: str | None, source: str | None) -> bool:
     """Whether torch's reason text is about `source` (every identifier of it appears)."""
     wanted = tokens(source)
-    return bool(wanted) and wanted <= tokens(reason)
+    if not wanted:  # a source that is only `self` or `L`: compare its own identifiers
+        wanted = set(_IDENT.findall(source or ""))
+        return bool(wanted) and wanted <= set(_IDENT.findall(reason or ""))
+    return wanted <= tokens(reason)
 
 
 def same_frame(code: str | None, frame: Any, location: Any) -> bool:
