@@ -20,7 +20,7 @@ _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
 def parse_size(text: str) -> int:
-    """argparse type for --max-size: `500M`, `2G`, `64K`, plain bytes, or `none` (0: no bound)."""
+    """--max-size: `500M`, `2G`, plain bytes, or `none` (0: no bound); a DiagError otherwise."""
     value = text.strip().upper().removesuffix("B").removesuffix("I")
     if value in ("NONE", "0"):
         return 0
@@ -30,8 +30,8 @@ def parse_size(text: str) -> int:
     except ValueError:
         size = -1
     if not size >= 1 << 20 or size != size or size > 1 << 60:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: expected a size of 1M or more such as 500M or 2G, or none"
+        raise DiagError(
+            f"--max-size {text!r}: expected a size of 1M or more such as 500M or 2G, or none"
         )
     return int(size)
 
@@ -96,8 +96,7 @@ class RecordCommand:
         )
         parser.add_argument(
             "--max-size",
-            type=parse_size,
-            default=parse_size(DEFAULT_MAX_SIZE),
+            default=DEFAULT_MAX_SIZE,
             metavar="SIZE",
             help="per-step events each process keeps, e.g. 500M or 2G (default "
             f"{DEFAULT_MAX_SIZE}): beyond it the oldest steps are dropped, every compile, "
@@ -137,7 +136,7 @@ class RecordCommand:
             request_fn=args.request_fn,
             warmup_fn=args.warmup_fn,
             warmup_requests=args.warmup_requests,
-            max_size=args.max_size,
+            max_size=parse_size(args.max_size),
         )
         try:
             trace_dir, outcomes = record(options)
