@@ -67,6 +67,7 @@ class Session:
             self.proc_dir / EVENTS_FILE,
             max_bytes=int(max_size) if max_size.isdigit() else 0,
             position=self._position,
+            on_stop=self._stopped,
         )
         self.profile_spec = os.environ.get(ENV_PROFILE, "default")
         self.stance = os.environ.get(ENV_STANCE, "default")
@@ -86,6 +87,11 @@ class Session:
 
     def emit(self, event: str, **fields: Any) -> None:
         self.writer.emit(event, **fields)
+
+    def _stopped(self) -> None:
+        """The recording stopped (a write failed): every per-step hook only calls through from
+        now on, as under `pause`, since nothing it measured could be written."""
+        self.paused = True
 
     def _position(self) -> dict[str, Any]:
         """Where the program was (phase, request, step): what a `recording_stopped` event says."""

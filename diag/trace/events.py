@@ -93,6 +93,7 @@ class EventWriter:
         max_bytes: int = 0,
         position: Callable[[], dict[str, Any]] | None = None,
         reserve_bytes: int = PROCESS_RESERVE_BYTES,
+        on_stop: Callable[[], None] | None = None,
     ) -> None:
         self.path = path
         self.folder = path.parent
@@ -102,6 +103,7 @@ class EventWriter:
         self.stopped = False
         self.stop_reason: str | None = None
         self._position = position
+        self._on_stop = on_stop
         self._limit = segment_limit(max_bytes) if max_bytes > 0 else 0
         self._head_bytes = 0
         self._rotating = False
@@ -248,6 +250,11 @@ class EventWriter:
             pass  # the reserve's room was taken first: the launcher says the disk was full
         self._close_files()
         _announce(reason, exc, where)
+        if self._on_stop is not None:
+            try:
+                self._on_stop()
+            except Exception:  # noqa: BLE001,S110 - the program must not see it
+                pass
 
     # -- the reserve ------------------------------------------------------------------------------
 

@@ -46,13 +46,18 @@ def test_a_full_disk_stops_the_writer_once_with_where_and_why(
     tiny_disk: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     position = {"phase": "live", "request_id": "r3", "step": 7}
-    writer = EventWriter(tiny_disk / "pid1" / "events.jsonl", position=lambda: position)
+    stops: list[bool] = []
+    writer = EventWriter(
+        tiny_disk / "pid1" / "events.jsonl",
+        position=lambda: position,
+        on_stop=lambda: stops.append(True),  # the session pauses its per-step hooks
+    )
     for i in range(2000):  # ~230 KiB of events into 48 KiB (less the 32 KiB reserve)
         writer.emit("step_end", request_id="r3", step=i, wall_s=0.5, note="x" * 80)
     writer.emit("compile_end", compile_id="0/1")  # after the stop: dropped, no error
     writer.close()
 
-    assert writer.stopped and writer.stop_reason == "disk full"
+    assert writer.stopped and writer.stop_reason == "disk full" and stops == [True]
     lines = _lines(writer.path)
     marker = json.loads(lines[-1])
     assert marker["ev"] == "recording_stopped" and marker["reason"] == "disk full"
