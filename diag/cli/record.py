@@ -13,9 +13,10 @@ from pathlib import Path
 
 from diag.errors import DiagError
 
-#: --max-size when not given: per process, about a day of steps at 10 steps/s (268-448 bytes of
-#: events a step), and the analysis of that many steps stays within seconds.
-DEFAULT_MAX_SIZE = "512M"
+#: --max-size when not given, per process: 600 k to 1 M steps (268-448 bytes of events a step),
+#: about a day of a service at 10 steps/s, the size of trace the analysis is built to read in
+#: seconds (issue 22: 900 k steps).
+DEFAULT_MAX_SIZE = "256M"
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
