@@ -23,6 +23,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import sys
 import threading
 import time
 from collections import deque
@@ -104,7 +105,8 @@ class EventWriter:
         self.stop_reason: str | None = None
         self._position = position
         self._on_stop = on_stop
-        self._limit = segment_limit(max_bytes) if max_bytes > 0 else 0
+        # No bound: a limit events.jsonl never reaches, so the hot path tests one number.
+        self._limit = segment_limit(max_bytes) if max_bytes > 0 else sys.maxsize
         self._head_bytes = 0
         self._rotating = False
         self._segment: _Segment | None = None
@@ -140,26 +142,36 @@ class EventWriter:
             try:
                 if self._rotating and event in ROTATED_EVENTS:
                     self._write_step(line, event, t)
-                else:
-                    self._write(self._fd, line)
-                    self._head_bytes += len(line)
-                    if self._limit and self._head_bytes >= self._limit:
+                else:  # inline: this is most events, and every step's when unbounded
+                    size = len(line)
+                    written = os.write(self._fd, line)
+                    if written != size:
+                        self._write_rest(self._fd, line, written)
+                    self._head_bytes += size
+                    if self._head_bytes >= self._limit:
                         self._rotating = True
             except OSError as exc:
                 self._stop(exc, self._file_of(self._failed_fd))
 
     def _write(self, fd: int, line: bytes) -> None:
+        """Write a whole line to a step segment or (dropped counts) events.jsonl; on failure
+        `_failed_fd` says which (events.jsonl's inline writes leave it at -1)."""
         try:
             written = os.write(fd, line)
-            if written != len(line):  # a regular file writes short only when it runs out of room
-                self._torn = fd
-                view = memoryview(line)[written:]
-                while view:
-                    view = view[os.write(fd, view) :]
-                self._torn = None
+            if written != len(line):
+                self._write_rest(fd, line, written)
         except OSError:
             self._failed_fd = fd
             raise
+
+    def _write_rest(self, fd: int, line: bytes, written: int) -> None:
+        """A regular file writes short only when it runs out of room: finish the line, or
+        leave it torn (marked, so that the last event starts a line of its own)."""
+        self._torn = fd
+        view = memoryview(line)[written:]
+        while view:
+            view = view[os.write(fd, view) :]
+        self._torn = None
 
     def _write_step(self, line: bytes, event: str, t: int) -> None:
         segment = self._segment
