@@ -148,8 +148,8 @@ class EventWriter:
                     if written != size:
                         self._write_rest(self._fd, line, written)
                     self._head_bytes += size
-                    if self._head_bytes >= self._limit:
-                        self._rotating = True
+                    if self._head_bytes >= self._limit and event != "step_start":
+                        self._rotating = True  # from the next step on: a step is never split
             except OSError as exc:
                 self._stop(exc, self._file_of(self._failed_fd))
 
@@ -175,12 +175,12 @@ class EventWriter:
 
     def _write_step(self, line: bytes, event: str, t: int) -> None:
         segment = self._segment
-        if segment is None or segment.size >= self._limit:
-            segment = self._next_segment(t)
+        if segment is None or (segment.size >= self._limit and event == "step_start"):
+            segment = self._next_segment(t)  # at a step's start: its events stay together
         self._write(segment.fd, line)
         segment.size += len(line)
         segment.last_t = t
-        if event == "step_end":
+        if event == "step_start":
             segment.steps += 1
 
     def _next_segment(self, t: int) -> _Segment:

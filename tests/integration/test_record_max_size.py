@@ -52,7 +52,7 @@ def test_a_long_run_keeps_its_newest_steps_and_every_compile(tmp_path: Path) -> 
     assert len(run.requests) == 51 and len(run.compiles) == 1  # every request, the compile
     steps = [(s.request_id, s.index) for s in run.steps]
     assert steps[:2] == [("w0", 0), ("r0", 0)] and steps[-1] == ("r49", 99)
-    assert 1000 < len(steps) < 5001
+    assert 1000 < len(steps) < 5001 and all(s.wall_s is not None for s in run.steps)
 
     analyzed = json.loads(_diag("analyze", "--json", str(trace)).stdout)
     (notice,) = [n for n in analyzed["notices"] if n["kind"] == "steps-rotated"]

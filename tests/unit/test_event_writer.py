@@ -141,6 +141,7 @@ def test_max_size_keeps_the_newest_steps_and_every_other_event(tmp_path: Path) -
     assert len(kept) + sum(e["steps"] for e in dropped) == 20_000
     # The newest steps are all kept (the last segment runs to the end) ...
     assert kept[-1] == ("r199", 99) and len(set(kept)) == len(kept)
+    assert all(s.end_t is not None for s in run.steps)  # no step split across files
     tail = [(f"r{n // 100}", n % 100) for n in range(20_000)][-len(segments) * 300 :]
     assert set(tail) <= set(kept)
     # ... and so are the first ones, in events.jsonl.
