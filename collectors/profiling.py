@@ -5,7 +5,8 @@ at the end of the step before), so the profiler's own start-up lands in no measu
 trace is exported after the last step ends, and at the latest after the request's last step
 (when the adapter declared the step count) or when the request ends: a window never runs on
 into what follows the steps (a VAE decode, a video save) nor into the next request's steps.
-Steps inside a window are marked `profiled`.
+Steps inside a window are marked `profiled`. The export is budgeted (kineto_export.py): a
+window that would not fit on the trace's disk is skipped with why (`profile_window_skipped`).
 
 Dynamo drops `record_function` inside a compiled frame, so the marker is placed around the
 compiled callable, outside the frame: `diag.region:<function>#<n>` for the n-th call in the
@@ -16,14 +17,14 @@ same call line up in both runs. Markers cost a flag test per call outside window
 from __future__ import annotations
 
 import functools
-import gzip
 import os
-import shutil
 import time
 from typing import TYPE_CHECKING, Any
 
 from diag.profilespec import ProfileSpec, parse_profile_spec
 from diag.trace.format import KINETO_DIR, safe_name
+
+from .kineto_export import WindowSkipped, export_window
 
 if TYPE_CHECKING:
     from .session import Session
@@ -102,6 +103,8 @@ class ProfilerWindows:
     # -- the profiler -----------------------------------------------------------------------------
 
     def _start(self, window: str, steps: int) -> None:
+        if self.session.writer.stopped:
+            return  # the recording stopped: no window could be written
         torch = self.torch
         activities = [torch.profiler.ProfilerActivity.CPU]
         if torch.cuda.is_initialized():
@@ -133,16 +136,31 @@ class ProfilerWindows:
         if not self.active or self._prof is None:
             return
         started = time.monotonic_ns()
-        self._prof.stop()
+        prof, self._prof = self._prof, None
         self.active = False
-        folder = self.session.proc_dir / KINETO_DIR
-        folder.mkdir(parents=True, exist_ok=True)
-        raw = folder / f"{self._window}.json"
-        self._prof.export_chrome_trace(str(raw))
-        with open(raw, "rb") as src, gzip.open(f"{raw}.gz", "wb", compresslevel=6) as dst:
-            shutil.copyfileobj(src, dst)
-        os.unlink(raw)
-        self._prof = None
+        prof.stop()
+        writer = self.session.writer
+        if writer.stopped:
+            return  # the recording stopped (a full disk): nothing more is written
+        failure: OSError | None = None
+        try:
+            export_window(prof, self.session.proc_dir / KINETO_DIR, self._window or "window")
+        except WindowSkipped as skipped:
+            self.session.emit(
+                "profile_window_skipped",
+                window=self._window,
+                steps=self._window_steps,
+                reason=str(skipped),
+            )
+            return
+        except OSError as exc:
+            failure = exc.with_traceback(None)  # its frames hold the profiler: see below
+        if failure is not None:
+            # kineto keeps a file it failed to write open (deleted, its space still taken) until
+            # the profiler is released: release it before the last event needs the room.
+            del prof
+            writer.stop(failure, f"{KINETO_DIR}/{self._window}.json")
+            return
         self.session.emit(
             "profile_window_end",
             window=self._window,

@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from diag import __version__
+from diag.processes import process_start_ticks
 from diag.trace.events import EventWriter
 from diag.trace.format import (
+    ENV_MAX_SIZE,
     ENV_PROFILE,
     ENV_RUN_LABEL,
     ENV_STANCE,
@@ -60,7 +62,13 @@ class Session:
         self.rank = _rank()
         self.label = label
         self.proc_dir = run_dir(trace_dir, label) / process_dir_name(self.pid, self.rank)
-        self.writer = EventWriter(self.proc_dir / EVENTS_FILE)
+        max_size = os.environ.get(ENV_MAX_SIZE, "")
+        self.writer = EventWriter(
+            self.proc_dir / EVENTS_FILE,
+            max_bytes=int(max_size) if max_size.isdigit() else 0,
+            position=self._position,
+            on_stop=self._stopped,
+        )
         self.profile_spec = os.environ.get(ENV_PROFILE, "default")
         self.stance = os.environ.get(ENV_STANCE, "default")
         self.ended = False
@@ -79,6 +87,15 @@ class Session:
 
     def emit(self, event: str, **fields: Any) -> None:
         self.writer.emit(event, **fields)
+
+    def _stopped(self) -> None:
+        """The recording stopped (a write failed): every per-step hook only calls through from
+        now on, as under `pause`, since nothing it measured could be written."""
+        self.paused = True
+
+    def _position(self) -> dict[str, Any]:
+        """Where the program was (phase, request, step): what a `recording_stopped` event says."""
+        return dict(self.steps.position()) if self.steps is not None else {}
 
     def announce_adapter(self, name: str, rank: int = 2, stand_down: Any = None) -> None:
         """Record which adapter drives the step boundaries (once per process).
@@ -140,6 +157,8 @@ class Session:
 
     def start(self) -> None:
         torch = self.torch
+        if self.writer.stopped:  # not even the event file could be made: record nothing here
+            return
         self.emit(
             "process_start",
             pid=self.pid,
@@ -150,6 +169,7 @@ class Session:
             else None,
             argv=sys.argv,
             wall_ns=time.time_ns(),
+            start_ticks=process_start_ticks(self.pid),
             label=self.label,
             stance=self.stance,
             versions={
@@ -176,6 +196,9 @@ class Session:
         from .cudagraphs import CudaGraphCollector
 
         self.guarded("cudagraphs", CudaGraphCollector.install, self)
+        from . import torch_trace_guard
+
+        self.guarded("torch_trace", torch_trace_guard.install, self)
         self.steps = steps.StepTracker(self)
         self.guarded("hygiene", hygiene.install, self)
         from . import crash

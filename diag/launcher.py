@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -25,8 +24,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from diag.errors import DiagError
+from diag.output import default_output, prepare_output, start_trace
+from diag.processes import boot_id, process_start_ticks
 from diag.trace.format import (
     ENV_GUARD_CHECKS,
+    ENV_MAX_SIZE,
     ENV_PROFILE,
     ENV_REQUEST_FN,
     ENV_RUN_LABEL,
@@ -35,7 +37,6 @@ from diag.trace.format import (
     ENV_TRACE_DIR,
     ENV_WARMUP_FN,
     ENV_WARMUP_REQUESTS,
-    MANIFEST,
     STATUS_COMPLETE,
     STATUS_CRASHED,
     STATUS_FAILED_TO_START,
@@ -43,9 +44,10 @@ from diag.trace.format import (
     STATUS_RUNNING,
     TORCH_TRACE_DIR,
     run_dir,
-    safe_name,
 )
-from diag.trace.manifest import new_manifest, write_manifest
+from diag.trace.manifest import ManifestWriter, new_manifest
+from diag.trace.reserve import free_all_reserves, free_reserve
+from diag.trace.stops import run_truncation
 
 
 def _bootstrap_dir() -> Path:
@@ -84,6 +86,8 @@ class RecordOptions:
     guard_checks: bool = True
     #: None (the default): the child's stdout and stderr are diag's own, untouched.
     capture: OutputCapture | None = None
+    #: Bytes of per-step events each process keeps (--max-size); 0: no bound.
+    max_size: int = 0
 
 
 class LaunchError(DiagError):
@@ -99,6 +103,8 @@ class RunOutcome:
     signal_name: str | None
     status: str
     duration_s: float
+    #: Why the recording stopped before the program ended (`disk full`), or None.
+    truncated: str | None = None
 
     @property
     def shell_code(self) -> int:
@@ -106,35 +112,6 @@ class RunOutcome:
         if self.signal_name is not None:
             return 128 + int(getattr(signal, self.signal_name, 0) or 0)
         return self.exit_code or 0
-
-
-def program_name(command: list[str]) -> str:
-    """A short name for the default output folder: the module of -m, the script, or argv[0]."""
-    args = command[1:] if Path(command[0]).name.startswith("python") else command
-    for i, arg in enumerate(args):
-        if arg == "-m" and i + 1 < len(args):
-            return safe_name(args[i + 1])
-        if arg.endswith(".py"):
-            return safe_name(Path(arg).stem)
-    return safe_name(Path(command[0]).name)
-
-
-def default_output(command: list[str]) -> Path:
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    return Path(f"diag-{program_name(command)}-{stamp}")
-
-
-def prepare_output(path: Path, force: bool) -> None:
-    """Refuse to overwrite; with --force replace only an earlier diag trace or an empty folder."""
-    if path.exists():
-        if not force:
-            raise DiagError(f"{path} already exists; use --force to replace it")
-        if not path.is_dir():
-            raise DiagError(f"{path} exists and is not a folder")
-        if any(path.iterdir()) and not (path / MANIFEST).exists():
-            raise DiagError(f"{path} exists and is not a diag trace directory; not replacing it")
-        shutil.rmtree(path)
-    path.mkdir(parents=True)
 
 
 def child_environment(options: RecordOptions, trace_dir: Path, label: str) -> dict[str, str]:
@@ -163,6 +140,7 @@ def child_environment(options: RecordOptions, trace_dir: Path, label: str) -> di
         env.pop(ENV_GUARD_CHECKS, None)
     else:
         env[ENV_GUARD_CHECKS] = "0"
+    env[ENV_MAX_SIZE] = str(options.max_size)
     if options.torch_trace:
         env["TORCH_TRACE"] = str((run_dir(trace_dir, label) / TORCH_TRACE_DIR).resolve())
     return env
@@ -278,7 +256,10 @@ def _iso_now() -> str:
 
 
 def record(options: RecordOptions) -> tuple[Path, list[RunOutcome]]:
-    """Run the command (and its eager baseline if asked), writing the trace directory."""
+    """Run the command (and its eager baseline if asked), writing the trace directory.
+
+    Once the program has started, nothing here raises for a write that failed: the manifest is
+    finished as far as the disk allows (ManifestWriter), and the program's exit code stands."""
     if not options.command:
         raise DiagError("no command to record: put it after --, e.g. diag record -- python app.py")
     trace_dir = options.output or default_output(options.command)
@@ -293,16 +274,22 @@ def record(options: RecordOptions) -> tuple[Path, list[RunOutcome]]:
             "request_fn": options.request_fn,
             "warmup_fn": options.warmup_fn,
             "warmup_requests": options.warmup_requests,
+            "max_size": options.max_size or None,
         },
     )
     manifest["started"] = _iso_now()
-    # Lets a reader tell "still recording" from "the launcher died" (docs/FORMAT.md).
+    # Lets a reader tell "still recording" from "the launcher died", and a later process that
+    # got the same pid from the launcher (docs/FORMAT.md).
     manifest["launcher_pid"] = os.getpid()
-    write_manifest(trace_dir, manifest)
+    manifest["launcher_start_ticks"] = process_start_ticks(os.getpid())
+    manifest["host"]["boot_id"] = boot_id()
+    reserve = start_trace(trace_dir, manifest)
+    writer = ManifestWriter(trace_dir, manifest)
     labels = ["compiled"] + (["eager"] if options.baseline == "eager" else [])
     outcomes: list[RunOutcome] = []
     for label in labels:
-        run_dir(trace_dir, label).mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):  # the collectors make it too, or say why they could not
+            run_dir(trace_dir, label).mkdir(parents=True, exist_ok=True)
         entry: dict[str, Any] = {
             "label": label,
             "stance": "force_eager" if label == "eager" else "default",
@@ -310,7 +297,7 @@ def record(options: RecordOptions) -> tuple[Path, list[RunOutcome]]:
             "status": STATUS_RUNNING,
         }
         manifest["runs"].append(entry)
-        write_manifest(trace_dir, manifest)
+        writer.write()
         try:
             outcome = run_child(
                 options.command,
@@ -320,7 +307,8 @@ def record(options: RecordOptions) -> tuple[Path, list[RunOutcome]]:
                 trace_dir,
             )
         except LaunchError as exc:
-            _finish_failed_launch(trace_dir, manifest, entry, exc)
+            free_reserve(reserve)
+            _finish_failed_launch(writer, manifest, entry, exc)
             exc.trace_dir = trace_dir
             raise
         entry.update(
@@ -330,21 +318,27 @@ def record(options: RecordOptions) -> tuple[Path, list[RunOutcome]]:
             signal=outcome.signal_name,
             duration_s=round(outcome.duration_s, 3),
         )
+        truncated = run_truncation(run_dir(trace_dir, label))
+        if truncated is not None:
+            entry["truncated"] = truncated
+            outcome.truncated = str(truncated.get("reason") or "a write failed")
         outcomes.append(outcome)
-        write_manifest(trace_dir, manifest)
-        if outcome.status != STATUS_COMPLETE:
-            break  # no baseline of a run that failed
+        writer.write()
+        if outcome.status != STATUS_COMPLETE or outcome.truncated is not None:
+            break  # no baseline of a run that failed, nor onto a disk that is full
     manifest["status"] = outcomes[0].status if len(outcomes) == 1 else _overall(outcomes)
     manifest["ended"] = _iso_now()
     from diag.summary import process_versions
 
-    manifest["versions"] = process_versions(trace_dir)
-    write_manifest(trace_dir, manifest)
+    with contextlib.suppress(OSError):  # an unreadable event file: the versions stay unknown
+        manifest["versions"] = process_versions(trace_dir)
+    free_all_reserves(trace_dir)
+    writer.write(final=True)
     return trace_dir, outcomes
 
 
 def _finish_failed_launch(
-    trace_dir: Path, manifest: dict[str, Any], entry: dict[str, Any], error: LaunchError
+    writer: ManifestWriter, manifest: dict[str, Any], entry: dict[str, Any], error: LaunchError
 ) -> None:
     """Nothing ran: the trace says so (`failed-to-start`) rather than staying `running`."""
     entry.update(
@@ -357,7 +351,7 @@ def _finish_failed_launch(
     )
     manifest["status"] = STATUS_FAILED_TO_START
     manifest["ended"] = entry["ended"]
-    write_manifest(trace_dir, manifest)
+    writer.write(final=True)
 
 
 def _overall(outcomes: list[RunOutcome]) -> str:

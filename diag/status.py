@@ -12,12 +12,13 @@ Standard library only: `diag check` and the end of `diag record` import it.
 
 from __future__ import annotations
 
-import os
 import re
 import socket
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
+from diag.processes import boot_id, is_alive
 from diag.trace.format import (
     BOOTSTRAP_ERRORS,
     FORMAT_NAME,
@@ -27,7 +28,7 @@ from diag.trace.format import (
     STATUS_KILLED,
     STATUS_RUNNING,
 )
-from diag.trace.run import Event, RunData, Trace
+from diag.trace.run import Event, Process, RunData, Trace
 
 # Notice kinds (docs/FINDINGS.md).
 RECORDING_INCOMPLETE = "recording-incomplete"
@@ -38,6 +39,9 @@ NO_STEPS = "no-steps"
 NO_WARMUP = "no-warmup"
 COLLECTORS_PAUSED = "collectors-paused"
 REFERENCE_MISALIGNED = "reference-misaligned"
+RECORDING_TRUNCATED = "recording-truncated"
+STEPS_ROTATED = "steps-rotated"
+PROFILE_SKIPPED = "profile-skipped"
 
 #: How to show diag a program's steps and requests, and its warmup (shared with the summary).
 HOW_STEPS = (
@@ -49,6 +53,13 @@ HOW_WARMUP = (
     "mark it: diag record --warmup-requests N (the first N requests of each process are "
     'warmup), --warmup-fn MOD:QUALNAME, or `with diag.phase("warmup"):` from diag.api'
 )
+
+#: The events a writer leaves when the recording stopped early, and when --max-size dropped
+#: the oldest step segment (diag/trace/events.py).
+STOPPED = "recording_stopped"
+DROPPED = "steps_dropped"
+#: A profiler window diag did not write (it would not fit on the disk).
+WINDOW_SKIPPED = "profile_window_skipped"
 
 #: Statuses of an imported input (a TORCH_TRACE log, a profiler trace): not a recording.
 IMPORTED = "imported"
@@ -78,6 +89,9 @@ class RecordingStatus:
     exit_code: int | None = None
     signal: str | None = None
     runs: list[dict[str, Any]] = field(default_factory=list)
+    #: Why the recording stopped before the program ended (`disk full`), or None: `complete`
+    #: still says how the program ended.
+    truncated: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -86,6 +100,7 @@ class RecordingStatus:
             "detail": self.detail,
             "exit_code": self.exit_code,
             "signal": self.signal,
+            "truncated": self.truncated,
             "runs": self.runs,
         }
 
@@ -190,6 +205,8 @@ def _recording_status(trace: Trace) -> RecordingStatus:
     runs = [
         {k: r.get(k) for k in ("label", "status", "exit_code", "signal", "error")} for r in entries
     ]
+    for run, entry in zip(runs, entries, strict=True):
+        run["truncated"] = _truncated_reason(entry)
     # The run that decided the overall status: the first that did not complete.
     deciding = next((r for r in entries if r.get("status") != STATUS_COMPLETE), None)
     if deciding is None and entries:
@@ -212,25 +229,26 @@ def _recording_status(trace: Trace) -> RecordingStatus:
         detail = _running_detail(trace)
     else:
         detail = f"status {status!r}: this diag does not know how the recording ended"
-    return RecordingStatus(status, status == STATUS_COMPLETE, detail, exit_code, sig, runs)
+    truncated = next((r["truncated"] for r in runs if r["truncated"]), None)
+    if truncated is None:
+        stopped = [run for run in trace.runs.values() if run.of(STOPPED)]
+        truncated = _stop_reason(stopped[0]) if stopped else None
+    if truncated is not None:
+        detail += f"; the recording stopped early ({truncated}): later events are missing"
+    return RecordingStatus(
+        status, status == STATUS_COMPLETE, detail, exit_code, sig, runs, truncated
+    )
 
 
-def _alive(pid: int) -> bool:
-    """The process exists and has not exited (a zombie waiting to be reaped has)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # it exists, owned by someone else
-    except OSError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
-            state = handle.read().rpartition(")")[2].split()[:1]
-    except OSError:
-        return True  # no /proc (not Linux): kill(pid, 0) is all there is
-    return state != ["Z"]
+def _truncated_reason(entry: dict[str, Any]) -> str | None:
+    truncated = entry.get("truncated")
+    if not isinstance(truncated, dict):
+        return None
+    return str(truncated.get("reason") or "a write failed")
+
+
+def _stop_reason(run: RunData) -> str:
+    return str(run.of(STOPPED)[0].data.get("reason") or "a write failed")
 
 
 def _running_detail(trace: Trace) -> str:
@@ -239,11 +257,18 @@ def _running_detail(trace: Trace) -> str:
     raw_host = manifest.get("host")
     host: dict[str, Any] = raw_host if isinstance(raw_host, dict) else {}
     here = host.get("hostname") == socket.gethostname()
+    recorded_boot, current_boot = host.get("boot_id"), boot_id()
+    if here and isinstance(recorded_boot, str) and current_boot not in (None, recorded_boot):
+        return (
+            "never finished: the manifest was left `running` and the host has restarted since, "
+            "so nothing of the recording is alive"
+        )
     launcher = manifest.get("launcher_pid")
-    pids = [p.pid for run in trace.runs.values() for p in run.processes if not p.ended and p.pid]
-    if here and isinstance(launcher, int) and _alive(launcher):
+    launcher_ticks = _ticks(manifest.get("launcher_start_ticks"))
+    processes = [p for run in trace.runs.values() for p in run.processes if not p.ended and p.pid]
+    if here and isinstance(launcher, int) and is_alive(launcher, launcher_ticks):
         return f"still running: diag record (pid {launcher}) is recording; analyze it when it ends"
-    alive = [pid for pid in pids if _alive(pid)] if here else []
+    alive = [p.pid for p in processes if is_alive(p.pid, p.start_ticks)] if here else []
     if alive:
         shown = ", ".join(map(str, alive[:4]))
         return f"still running: recorded process(es) {shown} are alive; analyze again when they end"
@@ -261,6 +286,11 @@ def _running_detail(trace: Trace) -> str:
         "never finished: the manifest was left `running` and no recorded process is alive "
         "(diag record itself was killed, so how the program ended is unknown)"
     )
+
+
+def _ticks(value: Any) -> int | None:
+    """A recorded start time (clock ticks), or None in a trace from before they were kept."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _incomplete_notice(status: RecordingStatus) -> Notice:
@@ -441,8 +471,11 @@ def _run_notices(trace: Trace, run: RunData, imported: bool) -> list[Notice]:
         )
     entry = _run_exit(trace, run.label)
     ran = entry is not None and entry.get("status") not in (STATUS_FAILED_TO_START, STATUS_RUNNING)
+    truncated = _truncated_notice(run, entry)
+    if truncated is not None:
+        notices.append(truncated)
     if not run.processes and not imported:
-        if ran and not errors:
+        if ran and not errors and truncated is None:
             notices.append(
                 Notice(
                     NO_PROCESS,
@@ -456,7 +489,24 @@ def _run_notices(trace: Trace, run: RunData, imported: bool) -> list[Notice]:
                 )
             )
         return notices
-    cut = [p for p in run.processes if not p.ended]
+    rotated = _rotated_notice(run)
+    if rotated is not None:
+        notices.append(rotated)
+    skipped = run.of(WINDOW_SKIPPED)
+    if skipped:
+        notices.append(
+            Notice(
+                PROFILE_SKIPPED,
+                f"{len(skipped)} profiler window(s) of run {run.label} were not written "
+                f"({', '.join(str(e.data.get('window')) for e in skipped[:3])}): "
+                f"{skipped[0].data.get('reason') or 'no reason recorded'}; kernel-level "
+                "findings (routing, offload, kernels) cannot be judged on those steps",
+                "make room on the trace's disk, or record to another disk with -o",
+                run.label,
+            )
+        )
+    stopped = {event.pid for event in run.of(STOPPED)} | _truncated_pids(entry)
+    cut = [p for p in run.processes if not p.ended and p.pid not in stopped]
     if cut and (entry is None or entry.get("status") == STATUS_COMPLETE):
         shown = ", ".join(str(p.pid) for p in cut[:4])
         notices.append(
@@ -484,6 +534,106 @@ def _run_notices(trace: Trace, run: RunData, imported: bool) -> list[Notice]:
     elif not imported:
         notices.extend(_warmup_notice(run))
     return notices
+
+
+def truncated_notice(trace: Trace, run: RunData) -> Notice | None:
+    """`_truncated_notice` of one run of a trace (for `diag check`'s recording rule)."""
+    return _truncated_notice(run, _run_exit(trace, run.label))
+
+
+def _truncated_notice(run: RunData, entry: dict[str, Any] | None) -> Notice | None:
+    """The recording stopped before the program did (a full disk): where, and why."""
+    stops = run.of(STOPPED)
+    how = (
+        "make room where the trace is written (or record to another disk with -o) and record "
+        "again; diag record --max-size bounds what a long run keeps"
+    )
+    if stops:
+        first = stops[0]
+        others = len({e.pid for e in stops}) - 1
+        more = f" (and in {others} other process(es))" if others > 0 else ""
+        data = first.data
+        file = f", writing {data.get('file')}" if data.get("file") else ""
+        error = f" ({data.get('error')}{file})" if data.get("error") else ""
+        return Notice(
+            RECORDING_TRUNCATED,
+            f"the recording of run {run.label} stopped {_when(run, first)}{more}: "
+            f"{data.get('reason') or 'a write failed'}{error}; later events are missing, so "
+            "findings cover only what happened before (the program ran on unchanged)",
+            how,
+            run.label,
+        )
+    truncated = entry.get("truncated") if entry is not None else None
+    if not isinstance(truncated, dict):
+        return None
+    detail = truncated.get("detail") or truncated.get("error") or ""
+    return Notice(
+        RECORDING_TRUNCATED,
+        f"the recording of run {run.label} stopped early: {truncated.get('reason') or '?'}"
+        f"{f' ({detail})' if detail else ''}; later events may be missing, so findings cover "
+        "only what was recorded",
+        how,
+        run.label,
+    )
+
+
+def _truncated_pids(entry: dict[str, Any] | None) -> set[int]:
+    """The processes the launcher found cut short by the recording's stop (not by a kill)."""
+    truncated = entry.get("truncated") if entry is not None else None
+    pids = truncated.get("processes") if isinstance(truncated, dict) else None
+    return {p for p in pids if isinstance(p, int)} if isinstance(pids, list) else set()
+
+
+def _when(run: RunData, event: Event) -> str:
+    """`in process 1234, 12.3 s after it started (2026-12-01 20:50:01 UTC), in live request r1,
+    step 2`: where a stop event says the program was."""
+    process: Process | None = next((p for p in run.processes if p.pid == event.pid), None)
+    text = f"in process {event.pid}" if event.pid else "in a process"
+    if process is not None and process.start_t:
+        text += f", {(event.t - process.start_t) / 1e9:.1f} s after it started"
+        unix = process.unix_ns(event.t)
+        if unix is not None:
+            stamp = datetime.fromtimestamp(unix / 1e9, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+            text += f" ({stamp})"
+    phase, request, step = event.position
+    if request is not None:
+        text += f", in {phase} request {request}"
+        if step is not None:
+            text += f", step {step}"
+    elif "phase" in event.data:
+        text += f", outside any request ({phase})"
+    return text
+
+
+def _rotated_notice(run: RunData) -> Notice | None:
+    """--max-size dropped the oldest step segments: those steps' times are gone, not their
+    compiles or request boundaries."""
+    drops = run.of(DROPPED)
+    if not drops:
+        return None
+    steps = sum(d.data["steps"] for d in drops if isinstance(d.data.get("steps"), int))
+    spans = [
+        (d.data["first_t"], d.data["last_t"])
+        for d in drops
+        if isinstance(d.data.get("first_t"), int) and isinstance(d.data.get("last_t"), int)
+    ]
+    touched = sum(
+        1
+        for request in run.requests
+        if any(
+            request.start_t <= last and (request.end_t is None or request.end_t >= first)
+            for first, last in spans
+        )
+    )
+    requests = f" of {touched} request(s)" if touched else ""
+    return Notice(
+        STEPS_ROTATED,
+        f"{steps} older step(s){requests} of run {run.label} were rotated away to keep the trace "
+        "within --max-size: their step times are not in the trace, so step-time findings cover "
+        "the steps kept; every compile, recompile, graph break and request boundary is kept",
+        "record with a larger --max-size (or --max-size none) to keep every step",
+        run.label,
+    )
 
 
 def _warmup_notice(run: RunData) -> list[Notice]:
@@ -539,4 +689,10 @@ def not_seen_summary(visibility: Visibility) -> str:
         parts.append("some processes ended early")
     if COLLECTORS_PAUSED in kinds:
         parts.append("some requests were served while collection was paused")
+    if RECORDING_TRUNCATED in kinds:
+        parts.append("the recording stopped early")
+    if STEPS_ROTATED in kinds:
+        parts.append("older steps were rotated away")
+    if PROFILE_SKIPPED in kinds:
+        parts.append("some profiler windows were not written")
     return "; ".join(parts) or "see the notices above"

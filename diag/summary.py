@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from diag.trace.format import BOOTSTRAP_ERRORS, EVENTS_FILE, RUNS_DIR
+from diag.trace.format import BOOTSTRAP_ERRORS, EVENTS_FILE, RUNS_DIR, process_event_files
 
 
 def iter_events(path: Path) -> Iterator[dict[str, Any]]:
@@ -27,6 +27,12 @@ def iter_events(path: Path) -> Iterator[dict[str, Any]]:
             event = decode_event(line)
             if event is not None:
                 yield event
+
+
+def _process_events(events_path: Path) -> Iterator[dict[str, Any]]:
+    """One process's events: its events.jsonl, then its retained step segments in order."""
+    for path in process_event_files(events_path):
+        yield from iter_events(path)
 
 
 def decode_event(line: bytes) -> dict[str, Any] | None:
@@ -54,7 +60,11 @@ class RunSummary:
     limit_hits: int = 0
     graph_breaks: int = 0
     profile_windows: int = 0
+    #: Why each window that was not written was skipped (profile_window_skipped).
+    windows_skipped: list[str] = field(default_factory=list)
     collector_errors: int = 0
+    #: Steps whose events --max-size rotated away (steps_dropped events).
+    steps_dropped: int = 0
     magi_compile: bool = False
     magi_compiles: int = 0  # magi_compile_end events: diag saw magi's own compiles
     magi_guard_failures: int = 0
@@ -72,7 +82,8 @@ class RunSummary:
             f"run {self.label}: {self._processes_text()}, adapter: {adapter}",
             f"  {self._requests_text()}",
             f"  {self.compiles} compile(s); {self._live_compiles_text()}; "
-            f"{self.graph_breaks} graph break(s); {self.profile_windows} profile window(s)",
+            f"{self.graph_breaks} graph break(s); {self.profile_windows} profile window(s)"
+            + self._skipped_text(),
         ]
         text.extend(self._not_seen())
         if self.magi_compile and self.magi_compiles:
@@ -82,10 +93,20 @@ class RunSummary:
             )
         elif self.magi_compile:
             text.append("  magi_compile in use: its recompiles are invisible to Dynamo's logs")
+        if self.steps_dropped:
+            text.append(
+                f"  {self.steps_dropped} older step(s) rotated away to keep --max-size (every "
+                "compile, guard failure and request boundary is kept)"
+            )
         if self.collector_errors:
             text.append(f"  {self.collector_errors} collector error(s): see collector_error events")
         text.extend(f"  bootstrap error: {line}" for line in self.bootstrap_errors[:3])
         return text
+
+    def _skipped_text(self) -> str:
+        if not self.windows_skipped:
+            return ""
+        return f" ({len(self.windows_skipped)} skipped: {self.windows_skipped[0].split(':')[0]})"
 
     def _processes_text(self) -> str:
         """`3 process(es): ranks 0 and 1, and torchrun's launcher (pid 3505, the parent of the
@@ -189,7 +210,7 @@ def summarize_run(run_path: Path) -> RunSummary:
         summary.processes += 1
         before = (dict(summary.requests), dict(summary.steps))
         start: dict[str, Any] = {}
-        for event in iter_events(events_path):
+        for event in _process_events(events_path):
             kind = event.get("ev")
             phase = "warmup" if event.get("phase") == "warmup" else "live"
             if kind == "process_start":
@@ -213,6 +234,8 @@ def summarize_run(run_path: Path) -> RunSummary:
                 summary.graph_breaks += 1
             elif kind == "profile_window_end":
                 summary.profile_windows += 1
+            elif kind == "profile_window_skipped":
+                summary.windows_skipped.append(str(event.get("reason") or "?"))
             elif kind == "magi_compile":
                 summary.magi_compile = True
             elif kind == "magi_compile_end":
@@ -221,6 +244,9 @@ def summarize_run(run_path: Path) -> RunSummary:
                 summary.magi_guard_failures += 1
             elif kind == "collector_error":
                 summary.collector_errors += 1
+            elif kind == "steps_dropped":
+                dropped = event.get("steps")
+                summary.steps_dropped += dropped if isinstance(dropped, int) else 0
         pid = start.get("pid")
         if isinstance(pid, int):
             starts[pid] = start

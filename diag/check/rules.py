@@ -34,7 +34,7 @@ from diag.findings import Finding
 from diag.frames import label as frame_label
 from diag.paths import shown_location
 from diag.rank_merge import merge_rank_findings, merge_rank_violations, world_sizes
-from diag.status import teardown_notice
+from diag.status import teardown_notice, truncated_notice
 from diag.trace.format import BOOTSTRAP_ERRORS, STATUS_COMPLETE
 from diag.trace.run import Compile, Frame, RunData, Trace
 
@@ -81,6 +81,16 @@ def recording_rule(trace: Trace, policy: Policy) -> RuleResult:
             )
         )
     for run in trace.runs.values():
+        truncated = truncated_notice(trace, run)
+        if truncated is not None:
+            result.violations.append(
+                Violation(
+                    f"the recording of run {run.label} stopped before the program ended: what "
+                    "happened after it was not observed",
+                    [truncated.message[:400], f"how: {truncated.how}"],
+                    key=f"recording:truncated:{run.label}",
+                )
+            )
         if run.collector_errors:
             shown = [
                 f"{e.get('where', '?')}: {str(e.get('error', '?'))[:200]}"

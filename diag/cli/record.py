@@ -13,6 +13,29 @@ from pathlib import Path
 
 from diag.errors import DiagError
 
+#: --max-size when not given, per process: 600 k to 1 M steps (268-448 bytes of events a step),
+#: about a day of a service at 10 steps/s, the size of trace the analysis is built to read in
+#: seconds (issue 22: 900 k steps).
+DEFAULT_MAX_SIZE = "256M"
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def parse_size(text: str) -> int:
+    """--max-size: `500M`, `2G`, plain bytes, or `none` (0: no bound); a DiagError otherwise."""
+    value = text.strip().upper().removesuffix("B").removesuffix("I")
+    if value in ("NONE", "0"):
+        return 0
+    number, unit = (value[:-1], value[-1]) if value[-1:] in _UNITS else (value, "")
+    try:
+        size = float(number) * _UNITS[unit]
+    except ValueError:
+        size = -1
+    if not size >= 1 << 20 or size != size or size > 1 << 60:
+        raise DiagError(
+            f"--max-size {text!r}: expected a size of 1M or more such as 500M or 2G, or none"
+        )
+    return int(size)
+
 
 def _positive_int(text: str) -> int:
     """argparse type: a whole number >= 1."""
@@ -72,6 +95,14 @@ class RecordCommand:
             help="the first N requests of each process are warmup, whoever reports them "
             "(an adapter, --request-fn, diag.api)",
         )
+        parser.add_argument(
+            "--max-size",
+            default=DEFAULT_MAX_SIZE,
+            metavar="SIZE",
+            help="per-step events each process keeps, e.g. 500M or 2G (default "
+            f"{DEFAULT_MAX_SIZE}): beyond it the oldest steps are dropped, every compile, "
+            "guard failure, graph break, crash and request boundary is kept; none: no bound",
+        )
         parser.add_argument("command", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
 
     def run(self, args: argparse.Namespace) -> int:
@@ -106,6 +137,7 @@ class RecordCommand:
             request_fn=args.request_fn,
             warmup_fn=args.warmup_fn,
             warmup_requests=args.warmup_requests,
+            max_size=parse_size(args.max_size),
         )
         try:
             trace_dir, outcomes = record(options)
@@ -133,11 +165,26 @@ class RecordCommand:
                 f"(exit code {first.shell_code}); its trace is kept, marked killed",
                 file=err,
             )
-        for summary in summarize(trace_dir):
+        for outcome in outcomes:
+            if outcome.truncated is not None:
+                print(
+                    f"diag: the recording of run {outcome.label} stopped early "
+                    f"({outcome.truncated}); later events are missing, the trace is kept and "
+                    "says so",
+                    file=err,
+                )
+        try:
+            summaries = summarize(trace_dir)
+        except OSError as exc:  # the program's exit code stands whatever diag could not read
+            print(f"  (no summary: {exc.strerror or exc})", file=err)
+            summaries = []
+        for summary in summaries:
             for line in summary.lines():
                 print(f"  {line}", file=err)
         if args.baseline and len(outcomes) == 1 and first.status != "complete":
             print("  (no eager baseline: the command did not complete)", file=err)
+        elif args.baseline and len(outcomes) == 1 and first.truncated is not None:
+            print("  (no eager baseline: the recording of the command stopped early)", file=err)
         print(
             f"next:\n  diag analyze {trace_dir}\n  diag tui {trace_dir}\n  diag report {trace_dir}"
             f"\n  diag check {trace_dir}",

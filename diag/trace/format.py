@@ -9,11 +9,20 @@ import re
 from pathlib import Path
 
 FORMAT_NAME = "diag-trace"
-FORMAT_VERSION = 1
+#: 2: per-step events of a long run continue in rotated `steps-<n>.jsonl` segments beside
+#: `events.jsonl` (a version-1 reader would miss them). Readers accept 1 and 2.
+FORMAT_VERSION = 2
 
 MANIFEST = "manifest.json"
 RUNS_DIR = "runs"
 EVENTS_FILE = "events.jsonl"
+#: Per-step events once a process's events.jsonl holds a segment's worth: `steps-<n>.jsonl`,
+#: n = 1, 2, ... (the oldest are deleted to keep --max-size).
+STEP_SEGMENT_PREFIX = "steps-"
+STEP_SEGMENT_SUFFIX = ".jsonl"
+#: Room kept on the trace's disk so that a recording that fills it can still say so: deleted to
+#: make that room (one per process, and one for the launcher's manifest). Readers ignore it.
+RESERVE_FILE = ".diag-reserve"
 KINETO_DIR = "kineto"
 TORCH_TRACE_DIR = "torch_trace"
 BOOTSTRAP_ERRORS = "bootstrap-errors.txt"
@@ -37,6 +46,8 @@ ENV_WARMUP_REQUESTS = "DIAG_WARMUP_REQUESTS"
 # "0": no guard checks on sampled calls (diag bench: timing is what is measured, and the checks'
 # own time would land in the steps they sample).
 ENV_GUARD_CHECKS = "DIAG_GUARD_CHECKS"
+# Bytes of per-step events each process keeps (diag record --max-size); 0: no bound.
+ENV_MAX_SIZE = "DIAG_MAX_SIZE"
 
 STATUS_RUNNING = "running"
 STATUS_COMPLETE = "complete"
@@ -55,6 +66,33 @@ def run_dir(trace_dir: Path, label: str) -> Path:
 def process_dir_name(pid: int, rank: int | None) -> str:
     """One folder per process: `rank<R>-pid<PID>` under torchrun, `pid<PID>` otherwise."""
     return f"rank{rank}-pid{pid}" if rank is not None else f"pid{pid}"
+
+
+def step_segment_name(number: int) -> str:
+    return f"{STEP_SEGMENT_PREFIX}{number}{STEP_SEGMENT_SUFFIX}"
+
+
+def step_segment_number(name: str) -> int | None:
+    """n of `steps-<n>.jsonl`, or None for any other name."""
+    if not (name.startswith(STEP_SEGMENT_PREFIX) and name.endswith(STEP_SEGMENT_SUFFIX)):
+        return None
+    digits = name[len(STEP_SEGMENT_PREFIX) : -len(STEP_SEGMENT_SUFFIX)]
+    return int(digits) if digits.isdigit() and len(digits) < 12 else None
+
+
+def process_event_files(events_path: Path) -> list[Path]:
+    """One process's event files in the order they were written: its events.jsonl, then its
+    retained step segments by number (none in a version-1 trace or a short run)."""
+    segments: list[tuple[int, Path]] = []
+    try:
+        entries = list(events_path.parent.iterdir())
+    except OSError:
+        entries = []
+    for entry in entries:
+        number = step_segment_number(entry.name)
+        if number is not None and not entry.is_symlink() and entry.is_file():
+            segments.append((number, entry))
+    return [events_path] + [path for _, path in sorted(segments)]
 
 
 def safe_name(text: str) -> str:

@@ -103,10 +103,12 @@ def _size(path: Path) -> int:
 
 
 def should_read_events_in_parallel(paths: Sequence[Path]) -> bool:
+    from diag.trace.format import process_event_files
+
     return (
         len(paths) >= 2
         and worker_count(len(paths)) >= 2
-        and sum(_size(p) for p in paths) >= EVENTS_PARALLEL_BYTES
+        and sum(_size(f) for p in paths for f in process_event_files(p)) >= EVENTS_PARALLEL_BYTES
     )
 
 

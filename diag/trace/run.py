@@ -27,6 +27,7 @@ from diag.trace.format import (
     FORMAT_VERSION,
     MANIFEST,
     RUNS_DIR,
+    process_event_files,
 )
 
 Position = tuple[str, str | None, int | None]  # phase, request id, step
@@ -199,6 +200,9 @@ class Process:
     # Anchor between the event clock (`t`, CLOCK_MONOTONIC) and unix time, which Kineto uses.
     start_t: int = 0
     wall_ns: int | None = None
+    #: When the process started, in clock ticks since boot (diag.processes); None in older
+    #: traces. Tells the recorded process from a later one that got its pid.
+    start_ticks: int | None = None
 
     def unix_ns(self, t: int) -> int | None:
         """Unix time of an event-clock instant, or None if the process wrote no anchor."""
@@ -436,6 +440,15 @@ def _events_or_recompiles(path: Path) -> Iterator[tuple[_Recompile | None, dict[
                 yield None, event
 
 
+def _process_events(
+    events_path: Path,
+) -> Iterator[tuple[_Recompile | None, dict[str, Any]]]:
+    """One process's events in the order written: events.jsonl, then its retained step
+    segments (format version 2; docs/FORMAT.md)."""
+    for path in process_event_files(events_path):
+        yield from _events_or_recompiles(path)
+
+
 def _guards(items: Any) -> list[Guard]:
     return [
         Guard(
@@ -458,7 +471,7 @@ def _load_process(run: RunData, events_path: Path) -> None:
     requests: dict[str, Request] = {}
     open_steps: dict[tuple[str, int], Step] = {}
     pending_guards: dict[tuple[int, str], list[Guard]] = {}
-    for line, data in _events_or_recompiles(events_path):
+    for line, data in _process_events(events_path):
         if line is not None:
             pending_guards[(line.epoch or 0, str(line.compile_id))] = line.guards
             continue
@@ -476,6 +489,7 @@ def _load_process(run: RunData, events_path: Path) -> None:
                 ended=False,
                 start_t=t,
                 wall_ns=data.get("wall_ns") if isinstance(data.get("wall_ns"), int) else None,
+                start_ticks=_optional_int(data.get("start_ticks")),
             )
             run.processes.append(process)
         elif kind == "process_end" and process is not None:

@@ -25,7 +25,7 @@ def unwarmed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_manifest_is_complete(unwarmed: Path) -> None:
     m = manifest(unwarmed)
-    assert m["format"] == "diag-trace" and m["version"] == 1
+    assert m["format"] == "diag-trace" and m["version"] == 2
     assert m["status"] == "complete"
     assert m["runs"][0]["exit_code"] == 0 and m["runs"][0]["signal"] is None
     assert m["versions"]["torch"].startswith("2.")

@@ -261,6 +261,7 @@ def test_torch_trace_is_kept(tmp_path: Path) -> None:
     [
         (("--profile", "sometimes"), "bad --profile item"),
         (("--step-fn", "nocolon"), "expected MODULE:QUALNAME"),
+        (("--max-size", "10K"), "expected a size of 1M or more"),
     ],
 )
 def test_bad_options_give_one_line_and_exit_2(

@@ -7,10 +7,13 @@ tests/integration/test_record_status.py."""
 from __future__ import annotations
 
 import json
+import os
+import socket
 from pathlib import Path
 from typing import Any
 
 from diag.findings import Finding, findings_to_json, findings_to_text
+from diag.processes import process_start_ticks
 from diag.status import assess
 from diag.trace.run import load_trace
 
@@ -141,3 +144,103 @@ def test_warmup_is_judged_per_process(tmp_path: Path) -> None:
     (notice,) = assess(load_trace(folder)).notices
     assert notice.kind == "no-warmup"
     assert "(process(es) 8 of 2): all 2 request(s) count as live" in notice.message
+
+
+# --- a recording still running, a stopped one, a bounded one ----------------------------------
+
+
+def _running_here(tmp_path: Path, **manifest: Any) -> str:
+    """The status detail of a `running` trace recorded on this host."""
+    runs = [{"label": "compiled", "status": "running"}]
+    tmp_path.mkdir()
+    gone = {**PROCESS, "pid": 2**22 + 9}  # above any pid_max: no such process
+    trace = _trace(tmp_path, [gone, *WARMED[1:-1]], "running", runs, **manifest)
+    data = json.loads((trace / "manifest.json").read_text())
+    data["host"] = {"hostname": socket.gethostname(), **manifest.pop("host", {})}
+    (trace / "manifest.json").write_text(json.dumps(data))
+    return assess(load_trace(trace)).status.detail
+
+
+def test_still_running_only_while_the_launchers_pid_and_start_time_match(tmp_path: Path) -> None:
+    """This test process stands in for the launcher: alive, with a known start time."""
+    me, ticks = os.getpid(), process_start_ticks(os.getpid())
+    assert ticks is not None
+    here = _running_here(tmp_path / "a", launcher_pid=me, launcher_start_ticks=ticks)
+    assert here.startswith(f"still running: diag record (pid {me})")
+    # The same pid, another start time: a later process got the launcher's pid.
+    reused = _running_here(tmp_path / "b", launcher_pid=me, launcher_start_ticks=ticks + 1)
+    assert reused.startswith("never finished: the manifest was left `running`")
+    # Without a start time (an older trace) the pid alone decides, as before.
+    old = _running_here(tmp_path / "c", launcher_pid=me)
+    assert old.startswith(f"still running: diag record (pid {me})")
+    # Another boot: nothing of that recording can be alive.
+    rebooted = _running_here(
+        tmp_path / "d", launcher_pid=me, launcher_start_ticks=ticks, host={"boot_id": "x"}
+    )
+    assert "the host has restarted since" in rebooted
+
+
+def test_a_recorded_process_counts_as_alive_only_with_its_start_time(tmp_path: Path) -> None:
+    me, ticks = os.getpid(), process_start_ticks(os.getpid())
+    assert ticks is not None
+    for name, start, alive in (("a", ticks, True), ("b", ticks + 1, False), ("c", None, True)):
+        folder = tmp_path / name
+        folder.mkdir()
+        events = [{**PROCESS, "pid": me, "start_ticks": start}, *_request("r1", "live", 10)]
+        runs = [{"label": "compiled", "status": "running"}]
+        trace = _trace(folder, events, "running", runs, launcher_pid=2**22 + 7)
+        data = json.loads((trace / "manifest.json").read_text())
+        data["host"] = {"hostname": socket.gethostname()}
+        (trace / "manifest.json").write_text(json.dumps(data))
+        detail = assess(load_trace(trace)).status.detail
+        assert detail.startswith("still running: recorded process(es)") is alive, (name, detail)
+
+
+def test_a_recording_that_stopped_says_where_and_why(tmp_path: Path) -> None:
+    stop = {
+        "t": 2_000_000_001,
+        "ev": "recording_stopped",
+        "reason": "disk full",
+        "error": "ENOSPC: No space left on device",
+        "file": "events.jsonl",
+        "phase": "live",
+        "request_id": "r1",
+        "step": 0,
+    }
+    start = {**PROCESS, "wall_ns": 1_700_000_000_000_000_000}
+    events = [start, *_request("w0", "warmup", 10), *_request("r1", "live", 20)[:2], stop]
+    runs = [
+        {
+            "label": "compiled",
+            "status": "complete",
+            "exit_code": 0,
+            "signal": None,
+            "truncated": {"reason": "disk full", "processes": [7]},
+        }
+    ]
+    visibility = assess(load_trace(_trace(tmp_path, events, runs=runs)))
+    status = visibility.status
+    assert status.complete and status.truncated == "disk full" and status.exit_code == 0
+    assert status.detail == (
+        "complete (exit code 0); the recording stopped early (disk full): later events are missing"
+    )
+    (notice,) = visibility.notices  # not also "cut short": it stopped recording, was not killed
+    assert notice.kind == "recording-truncated"
+    assert notice.message == (
+        "the recording of run compiled stopped in process 7, 2.0 s after it started "
+        "(2023-11-14 22:13:22 UTC), in live request r1, step 0: disk full (ENOSPC: No space left "
+        "on device, writing events.jsonl); later events are missing, so findings cover only "
+        "what happened before (the program ran on unchanged)"
+    )
+    assert not visibility.all_clear_possible
+    assert "the recording stopped early" in findings_to_text([], visibility)
+
+
+def test_steps_rotated_away_are_counted_with_their_requests(tmp_path: Path) -> None:
+    dropped = {"t": 90, "ev": "steps_dropped", "segment": "steps-1.jsonl", "steps": 250}
+    dropped.update(first_t=19, last_t=25)
+    events = [*WARMED[:-1], dropped, *_request("r2", "live", 30), END]
+    (notice,) = assess(load_trace(_trace(tmp_path, events))).notices
+    assert notice.kind == "steps-rotated"
+    assert notice.message.startswith("250 older step(s) of 1 request(s) of run compiled were")
+    assert "--max-size none" in notice.how
