@@ -181,7 +181,7 @@ def _finding(
         # is near); compiled in warmup alone they are context.
         severity="error"
         if at_limit
-        else ("warning" if any(c.live for c in run.compiles if c.frame == frame) else "info"),
+        else ("info" if _warmup_only(run, frame) and not raised else "warning"),
         title=title,
         evidence=evidence,
         fix=fix,
@@ -254,6 +254,12 @@ def _sources(run: RunData, frame: Frame) -> list[_Source]:
         if value not in entry.values:
             entry.values.append(value)
     return sorted(found.values(), key=lambda e: (e.kind in _TENSOR_KINDS, -len(e.values)))
+
+
+def _warmup_only(run: RunData, frame: Frame) -> bool:
+    """Every compile of the frame ran in a warmup phase diag identified."""
+    compiles = [c for c in run.compiles if c.frame == frame]
+    return bool(compiles) and all(c.phase == "warmup" for c in compiles)
 
 
 def _attempt(compile_id: str) -> tuple[int, ...]:
