@@ -213,7 +213,13 @@ def _finding(run: RunData, group: _Group, cwd: str | None, limit: Compile | None
     # Warmup only, nothing recompiled live and no limit hit: warmup paid it and live traffic
     # was served by the entries it compiled. Context (a value traffic may still bring), not a
     # verdict about the run.
-    severity = "error" if live or limit is not None else ("info" if warmup_only else "warning")
+    entries = run.cache_entries().get(group.frame) if group.frame is not None else None
+    full = entries is not None and entries >= DEFAULT_LIMIT  # the next new value runs eagerly
+    severity = (
+        "error"
+        if live or limit is not None
+        else ("info" if warmup_only and not full else "warning")
+    )
     return Finding(
         id=f"{ANALYZER}:{frame}:{group.source}{_id_suffix(run, group.pid)}",
         analyzer=ANALYZER,

@@ -83,7 +83,9 @@ def test_dynamic_true_over_plain_tensor_weights_is_over_dynamic(program: Path) -
     findings, counts = _record(program, "true")
     assert counts["entries"] == 1
     (finding,) = findings
-    assert finding.severity == "warning"
+    # Advice, not a verdict: what symbolic dims cost is not measured (issue 24's clean
+    # programs under dynamic=True must stay quiet).
+    assert finding.severity == "info"
     assert finding.data["kind"] == "over-dynamic"
     fixed = {item["source"]: item["value"] for item in finding.data["fixed"]}
     assert fixed == {"L['x'].size()[0]": 2, "L['x'].size()[2]": 64}
