@@ -15,7 +15,12 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from diag.guards import guard_tree_locations, guard_tree_tensors, parse_recompile_reasons
+from diag.guards import (
+    guard_tree_locations,
+    guard_tree_tensors,
+    guard_tree_values,
+    parse_recompile_reasons,
+)
 
 from .structured import listen
 from .userframes import innermost_user_frame
@@ -110,13 +115,15 @@ class CompileCollector:
                 return
             lines = guard_tree_locations(payload)
             tensors = guard_tree_tensors(payload)
-            if lines or tensors:
+            values = guard_tree_values(payload)
+            if lines or tensors or values:
                 self.session.emit(
                     "guard_sources",
                     compile_id=self._compile_id(metadata),
                     epoch=self.epoch,
                     sources=lines,
                     tensors=tensors,
+                    values=values,
                 )
             return
         artifact = metadata.get("artifact")

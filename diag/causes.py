@@ -124,26 +124,40 @@ def cause_guard(run: RunData, item: Compile) -> Guard | None:
 TensorTable = Mapping[str, Mapping[str, Any]]
 
 
-def _tensor_tables(run: RunData) -> dict[tuple[int, int, str], TensorTable]:
-    """(pid, epoch, compile id) -> the entry's tensors, from its guard tree; built once a run."""
+@dataclass(frozen=True)
+class EntryTable:
+    """What one cache entry was compiled for, from its guard tree: its tensors and the Python
+    values it guards by equality or identity."""
+
+    tensors: TensorTable
+    values: Mapping[str, str]
+
+
+def _tensor_tables(run: RunData) -> dict[tuple[int, int, str], EntryTable]:
+    """(pid, epoch, compile id) -> what the entry was compiled for; built once a run."""
     if run._tensor_tables is not None:
         return run._tensor_tables
-    tables: dict[tuple[int, int, str], TensorTable] = {}
+    tables: dict[tuple[int, int, str], EntryTable] = {}
     for event in run.of("guard_sources"):
         tensors = event.data.get("tensors")
+        values = event.data.get("values")
         epoch = event.data.get("epoch")
-        if isinstance(tensors, dict) and tensors:
+        table = EntryTable(
+            tensors if isinstance(tensors, dict) else {},
+            {str(k): str(v) for k, v in values.items()} if isinstance(values, dict) else {},
+        )
+        if table.tensors or table.values:
             key = (
                 event.pid,
                 epoch if isinstance(epoch, int) else 0,
                 str(event.data.get("compile_id")),
             )
-            tables[key] = tensors
+            tables[key] = table
     run._tensor_tables = tables
     return tables
 
 
-def _decide(item: Compile, tables: dict[tuple[int, int, str], TensorTable]) -> RecompileCause:
+def _decide(item: Compile, tables: dict[tuple[int, int, str], EntryTable]) -> RecompileCause:
     by_entry: dict[str | None, Guard] = {}
     for guard in item.guards:  # one failure per entry; verbose logs may give several
         by_entry.setdefault(guard.compile_id, guard)
@@ -190,14 +204,31 @@ def _decide(item: Compile, tables: dict[tuple[int, int, str], TensorTable]) -> R
 
 
 def _entry_failure(
-    entry: str | None, guard: Guard, table: TensorTable | None, call: TensorTable | None
+    entry: str | None, guard: Guard, table: EntryTable | None, call: EntryTable | None
 ) -> EntryFailure:
     if guard.kind in TENSOR_KINDS:
         return EntryFailure(entry, guard, False, guard_text_short(guard))
     if table is None or call is None:
         return EntryFailure(entry, guard, None)
-    mismatch = tensor_mismatch(table, call)
+    mismatch = tensor_mismatch(table.tensors, call.tensors) or value_mismatch(
+        table.values, call.values, guard.source
+    )
+    if mismatch is None and not (table.tensors and call.tensors):
+        return EntryFailure(entry, guard, None)  # nothing compared: not known to fit the call
     return EntryFailure(entry, guard, mismatch is None, mismatch)
+
+
+def value_mismatch(
+    entry: Mapping[str, str], call: Mapping[str, str], failing: str | None
+) -> str | None:
+    """A Python value this entry was compiled for that the call does not have (the call's are
+    the new entry's), other than the one the entry failed on (whose difference is the failure
+    itself, not a reason the entry could never serve)."""
+    for source, value in entry.items():
+        other = call.get(source)
+        if other is not None and other != value and source != failing:
+            return f"compiled for {source} == {value}, the call has {other}"
+    return None
 
 
 def tensor_mismatch(entry: TensorTable, call: TensorTable) -> str | None:

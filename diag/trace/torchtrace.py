@@ -70,7 +70,10 @@ _RANK_IN_NAME = re.compile(r"rank_(\d+)(?:_|\.log)")
 _BASE_YEAR = 2000  # a leap year, so a log written on 29 February still parses
 _EPOCH_DAY = datetime.date(1970, 1, 1).toordinal()
 # The payloads read (and checked against their md5); every other payload is stepped over.
-_KEPT_ARTIFACTS = frozenset({"recompile_reasons", "dynamo_graph_break_reason", "torch_version"})
+_GUARD_TREE = "dynamo_cpp_guards_str"
+_KEPT_ARTIFACTS = frozenset(
+    {"recompile_reasons", "dynamo_graph_break_reason", "torch_version", _GUARD_TREE}
+)
 # A file is "not a TORCH_TRACE log" when this many lines in a row open with no valid record.
 _SNIFF_LINES = 200
 _MAX_LINE = 64 << 20
@@ -433,9 +436,11 @@ class _Scan:
             or "compilation_metrics" in meta
         ):
             builder.handle(meta, clock.ns(match), stats)
-        elif "artifact" in meta:
-            artifact = meta["artifact"]
+        elif "artifact" in meta or "dynamo_cpp_guards_str" in meta:
+            artifact = meta.get("artifact")
             name = artifact.get("name") if isinstance(artifact, dict) else None
+            if "dynamo_cpp_guards_str" in meta:
+                name = _GUARD_TREE  # each entry's guard tree: what it was compiled for
             if isinstance(name, str) and name in _KEPT_ARTIFACTS:
                 expect = meta.get("has_payload")
                 self.current = _Record(
@@ -705,7 +710,12 @@ class _ProcessBuilder:
         if corrupt:
             stats.corrupt_payloads += 1
         elif payload is not None:
-            self._artifact(record.meta, str(record.meta["artifact"].get("name")), payload, record.t)
+            meta = record.meta
+            artifact = meta.get("artifact")
+            name = _GUARD_TREE if "dynamo_cpp_guards_str" in meta else None
+            if name is None and isinstance(artifact, dict):
+                name = str(artifact.get("name"))
+            self._artifact(meta, str(name), payload, record.t)
 
     # -- one kind of record each
 
@@ -747,6 +757,26 @@ class _ProcessBuilder:
                 reason=reason.group("reason").strip()[:500] if reason else _first_line(payload),
                 raw=payload[:4000],
             )
+        elif name == _GUARD_TREE:
+            # As the recorder's guard_sources event: per entry, what it was compiled for
+            # (diag.causes reads which entry could have served a recompiling call).
+            from diag.guards import guard_tree_locations, guard_tree_tensors, guard_tree_values
+
+            compile_id = _envelope_id(meta)
+            self._new_epoch_if_seen(compile_id)
+            lines = guard_tree_locations(payload)
+            tensors = guard_tree_tensors(payload)
+            values = guard_tree_values(payload)
+            if lines or tensors or values:
+                self._event(
+                    "guard_sources",
+                    t,
+                    compile_id=compile_id,
+                    epoch=self.epoch,
+                    sources=lines,
+                    tensors=tensors,
+                    values=values,
+                )
         elif name == "torch_version":
             try:
                 version = json.loads(payload).get("pytorch_version")

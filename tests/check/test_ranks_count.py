@@ -38,7 +38,7 @@ def test_guard_line_keeps_the_whole_path(
     # Never the cut path (whole paths may contain /work/main: the recording's own checkout).
     assert not re.search(r"(?<![\w/])ork/main", out)
     assert "['attn_layout'] == 'ulysses' (expected 'ulysses'), read at " in out
-    assert "distributed.py:59 (1 older cache entry" in out
+    assert "distributed.py:59 (1 other cache entry" in out
 
 
 def test_full_user_location() -> None:
