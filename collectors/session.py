@@ -218,6 +218,9 @@ class Session:
             return
         self.ended = True
         if self.steps is not None:
+            from .adapters.inferred import close_all
+
+            self.guarded("inferred.end", close_all)
             self.guarded("steps.end", self.steps.close)
         if self.profiler is not None:
             self.guarded("profiling.end", self.profiler.close)

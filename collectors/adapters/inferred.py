@@ -38,6 +38,14 @@ PAUSE_FACTOR = 10.0
 _ACTIVE: list[InferredSteps] = []
 
 
+def close_all() -> None:
+    """At exit: an inferred step still open ends at its last compiled call, not at the
+    process's end (which would count everything after the loop: decoding, saving, teardown)."""
+    for inferred in _ACTIVE:
+        if inferred.stepping and inferred.last_call is not None:
+            inferred.end(at_last_call=True)
+
+
 def mark_request_boundary() -> None:
     """A denoising loop starts (a scheduler's `set_timesteps`): the next step opens a request."""
     for inferred in _ACTIVE:
