@@ -20,6 +20,7 @@ their own.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -162,8 +163,9 @@ def _decide(item: Compile, tables: dict[tuple[int, int, str], EntryTable]) -> Re
     for guard in item.guards:  # one failure per entry; verbose logs may give several
         by_entry.setdefault(guard.compile_id, guard)
     call = tables.get((item.pid, item.epoch, item.compile_id))
+    facts = _call_facts(item.guards)
     failures = [
-        _entry_failure(entry, guard, tables.get((item.pid, item.epoch, str(entry))), call)
+        _entry_failure(entry, guard, tables.get((item.pid, item.epoch, str(entry))), call, facts)
         for entry, guard in by_entry.items()
     ]
     if len(failures) == 1:
@@ -203,19 +205,81 @@ def _decide(item: Compile, tables: dict[tuple[int, int, str], EntryTable]) -> Re
     return RecompileCause(None, None, False, UNDECIDED, failures)
 
 
+#: (tensor source, "size" or "stride", index) -> the call's value, from torch's own messages.
+Facts = dict[tuple[str, str, int], int]
+
+_AT_INDEX = re.compile(r"(size|stride) mismatch at index (\d+)")
+
+
+def _call_facts(guards: list[Guard]) -> Facts:
+    """What torch's failure messages say of the call itself: `tensor 'freqs_w' size mismatch at
+    index 0. expected 4, actual 6` -> the call's freqs_w has size 6 at index 0."""
+    facts: Facts = {}
+    for guard in guards:
+        if guard.kind not in ("tensor-size", "tensor-stride") or guard.source is None:
+            continue
+        match = _AT_INDEX.search(guard.raw)
+        if match is None or guard.actual is None or not guard.actual.lstrip("-").isdigit():
+            continue
+        facts[(guard.source, match.group(1), int(match.group(2)))] = int(guard.actual)
+    return facts
+
+
 def _entry_failure(
-    entry: str | None, guard: Guard, table: EntryTable | None, call: EntryTable | None
+    entry: str | None,
+    guard: Guard,
+    table: EntryTable | None,
+    call: EntryTable | None,
+    facts: Facts | None = None,
 ) -> EntryFailure:
     if guard.kind in TENSOR_KINDS:
         return EntryFailure(entry, guard, False, guard_text_short(guard))
-    if table is None or call is None:
+    if table is None:
+        return EntryFailure(entry, guard, None)
+    # What torch's messages say of the call decides first: a static size this entry was
+    # compiled for that the call does not have.
+    against = fact_mismatch(table.tensors, facts or {})
+    if against is not None:
+        return EntryFailure(entry, guard, False, against)
+    if call is None:
         return EntryFailure(entry, guard, None)
     mismatch = tensor_mismatch(table.tensors, call.tensors) or value_mismatch(
         table.values, call.values, guard.source
     )
-    if mismatch is None and not (table.tensors and call.tensors):
-        return EntryFailure(entry, guard, None)  # nothing compared: not known to fit the call
-    return EntryFailure(entry, guard, mismatch is None, mismatch)
+    if mismatch is not None:
+        return EntryFailure(entry, guard, False, mismatch)
+    if not (table.tensors and call.tensors) or _unknown_dims(table.tensors, call.tensors):
+        # Nothing compared, or a dim this entry fixed that the call's entry left dynamic:
+        # the call's value there is not known, so neither is whether this entry fits it.
+        return EntryFailure(entry, guard, None)
+    return EntryFailure(entry, guard, True)
+
+
+def fact_mismatch(entry: TensorTable, facts: Facts) -> str | None:
+    for (source, key, index), actual in facts.items():
+        spec = entry.get(source)
+        values = spec.get(key) if isinstance(spec, Mapping) else None
+        if isinstance(values, list) and index < len(values):
+            mine = values[index]
+            if isinstance(mine, int) and mine != actual:
+                return (
+                    f"compiled for {key} {_dims(values)} of {source} ({key} {mine} at index "
+                    f"{index}; the call has {actual})"
+                )
+    return None
+
+
+def _unknown_dims(entry: TensorTable, call: TensorTable) -> bool:
+    for source, spec in entry.items():
+        other = call.get(source)
+        if not isinstance(other, Mapping) or not isinstance(spec, Mapping):
+            continue
+        for key in ("size", "stride"):
+            mine, theirs = spec.get(key), other.get(key)
+            if isinstance(mine, list) and isinstance(theirs, list) and len(mine) == len(theirs):
+                if any(isinstance(a, int) and b is None for a, b in zip(mine, theirs, strict=True)):
+                    return True
+    return False
 
 
 def value_mismatch(
@@ -319,8 +383,9 @@ def cause_line(cause: RecompileCause) -> str:
         line += " (no entry was compiled for these tensors)"
     else:
         line += (
-            f" (entry {cause.entry}: likeliest, the only entry whose failure is not a tensor "
-            "property; its tensors were not recorded, so diag cannot confirm it fits the call)"
+            f" (entry {cause.entry}: likeliest, the only entry the evidence does not rule out; "
+            "whether its tensors fit the call is not known: not recorded, or dims the call's "
+            "entry left dynamic)"
         )
     others = [f for f in cause.others if f.mismatch or f.guard.kind in TENSOR_KINDS]
     if others and cause.why in (TENSOR_COMPATIBLE, UNDECIDED):

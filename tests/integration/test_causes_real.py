@@ -171,7 +171,12 @@ def test_recompile_cause_is_the_entry_that_fits_the_call(tier_one_warm: Trace) -
     assert len(causes) == 2
     for cause in causes:
         assert cause["source"] == "__main__.ATTN_CONFIG['impl']"
-        assert (cause["decided"], cause["why"]) == (True, "tensor-compatible")
+    # Layer 1's call: its entry's tensors match the call's exactly (decided). Layer 0's: the
+    # recompile left two strides dynamic, so the match is the likeliest, not proven.
+    assert {(c["decided"], c["why"]) for c in causes} == {
+        (True, "tensor-compatible"),
+        (False, "undecided"),
+    }
     text = "\n".join(finding.evidence)
     assert "the other entries were compiled for other tensors" in text
     assert "mark_dynamic" not in finding.fix
