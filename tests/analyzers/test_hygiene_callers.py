@@ -13,7 +13,6 @@ and the same events without it check what diag says when the caller is not known
 from __future__ import annotations
 
 import json
-import shutil
 import textwrap
 from pathlib import Path
 
@@ -24,9 +23,8 @@ from diag.analysis import analyze
 from diag.analyzers.hygiene import analyze as hygiene
 from diag.trace.run import Trace, load_trace
 from tests.analyzers.support import write_trace
+from tests.h200data import h200_trace
 from tests.integration.support import PYTHON, diag_record
-
-H200 = Path(__file__).resolve().parent.parent / "data" / "h200"
 
 APP = """
 import torch
@@ -83,9 +81,10 @@ def test_a_librarys_call_is_not_yours_to_remove(recorded: Trace) -> None:
     assert "diffusers" not in own_text and own.data["requests"] == ["r0", "r1"]
 
 
-def _offload_trace(tmp_path: Path, caller: dict[str, object] | None) -> Trace:
-    folder = tmp_path / "offload-model-unprofiled"
-    shutil.copytree(H200 / "offload-model-unprofiled", folder)
+def _offload_trace(
+    tmp_path: Path, caller: dict[str, object] | None, name: str = "offload-model-unprofiled"
+) -> Trace:
+    folder = h200_trace(name, tmp_path)
     (events,) = folder.glob("runs/compiled/*/events.jsonl")
     lines = []
     for line in events.read_text().splitlines():
@@ -119,6 +118,16 @@ def test_model_offload_names_diffusers_switch_and_heads_the_reloads(tmp_path: Pa
     # One switch, one headline: the step-0 reloads it causes are its echoes.
     assert head.related == ["step0-spike:r2", "step0-spike:r3"]
     assert by_id["step0-spike:r2"].group == head.id
+
+
+def test_the_profiled_reloads_copy_bound_steps_join_the_same_headline(tmp_path: Path) -> None:
+    """The profiled recording of the same program: offload-bound measures the reload's copies
+    (step 0 of r2 and r3), and names the same switch under the same headline."""
+    findings = analyze(_offload_trace(tmp_path, DIFFUSERS_CALLER, "offload-model-profiled"))
+    by_id = {f.id: f for f in findings}
+    head = by_id["warmup-hygiene:empty_cache:diffusers"]
+    assert "offload-bound:copies" in head.related
+    assert by_id["offload-bound:copies"].data["diffusers_offload"] == "model"
 
 
 def test_without_a_caller_diag_says_it_cannot_tell(tmp_path: Path) -> None:
