@@ -8,6 +8,14 @@ blocks x passes x steps times per request, one break in the block is paid thousa
 
 One finding per user location (the line that broke), with Dynamo's reason, how many times it
 was hit and in which frames.
+
+A break inside a library (diag.libraries) is not the person's to remove. When the library
+itself wrapped the function in `torch.compiler.disable` (diffusers' group-offload hooks
+`onload_`/`offload_`, on purpose: they move weights outside the graph), the break is by design:
+info, with the library's switch instead of torch's hint "Remove the torch.compiler.disable
+call". Another break in library code stays a warning, with a fix that does not ask to edit it.
+A library location is named from its package folder on (`diffusers/hooks/...py:401`) in the
+title and id, so both read the same on every machine.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ import re
 from diag.claims import claim
 from diag.findings import Finding
 from diag.frames import label as frame_label
+from diag.libraries import DIFFUSERS, Library, library_of, library_path
 from diag.trace.run import Compile, Event, RunData, Trace
 
 ANALYZER = "graph-breaks"
@@ -31,6 +40,10 @@ _BOILERPLATE = re.compile(
 _SKIPPED = re.compile(r"Skipping the function and falling back to eager", re.IGNORECASE)
 _EXPLANATION = re.compile(r"^\s*Explanation:\s*(?P<text>.+)$", re.MULTILINE)
 _HINT = re.compile(r"^\s*Hint:\s*(?P<text>.+)$", re.MULTILINE)
+#: torch's words for a call into a function wrapped in torch.compiler.disable (2.6 to 2.13).
+_DISABLED = re.compile(r"wrapped with `torch\.compiler\.disable`|torch\.compiler\.disable\(\)`d")
+#: The disabled function, from the explanation: `<function ModuleGroup.onload_ at 0x...>`.
+_DISABLED_NAME = re.compile(r"<function (?P<name>[\w.<>]+) at 0x")
 _UNKNOWN = "<unknown location>"
 
 
@@ -57,8 +70,11 @@ def _finding(run: RunData, location: str, events: list[Event]) -> Finding:
     detail = _detail(first.data)
     frames = _unique([_frame_of(run, e) for e in events])
     spots = _unique([_where(e) for e in events])
+    library = library_of(location) if location != _UNKNOWN else None
+    shown = library_path(location) if library is not None else location
+    disabled = library is not None and _disabled(first.data)
     evidence = [
-        f"Dynamo broke the graph {len(events)} time(s) at {location}",
+        f"Dynamo broke the graph {len(events)} time(s) at {shown}",
         f"reason: {reason}",
     ]
     if detail and detail != reason:
@@ -66,7 +82,9 @@ def _finding(run: RunData, location: str, events: list[Event]) -> Finding:
     evidence.append(f"in frame(s): {', '.join(frames)}")
     evidence.append(f"where: {', '.join(spots[:8])}" + (" ..." if len(spots) > 8 else ""))
     hints = [m.group("text").strip() for m in _HINT.finditer(str(first.data.get("raw") or ""))]
-    if hints:
+    if library is not None:
+        evidence.append(_library_line(library, first.data, disabled, hints))
+    elif hints:
         evidence.append(f"torch's hint: {hints[0]}")
     claims = [_claim(run, location, e) for e in events]
     skipped = _unique([_frame_of(run, e) for e in events if skipped_frame(e.data)])
@@ -83,16 +101,17 @@ def _finding(run: RunData, location: str, events: list[Event]) -> Finding:
             "in traffic"
         )
     return Finding(
-        id=f"{ANALYZER}:{location}{'' if run.label == 'compiled' else '@' + run.label}",
+        id=f"{ANALYZER}:{shown}{'' if run.label == 'compiled' else '@' + run.label}",
         analyzer=ANALYZER,
-        severity="warning",
-        title=f"Graph break at {location}: {reason}",
+        severity="info" if disabled else "warning",
+        title=(
+            f"Graph break at {shown}: {_disabled_name(first.data) or 'a function'} is "
+            f"torch.compiler.disable'd by design in {library.name} (not yours to remove)"
+            if disabled and library is not None
+            else f"Graph break at {shown}: {reason}"
+        ),
         evidence=evidence,
-        fix="Remove the construct Dynamo cannot trace from the compiled region (print/logging, "
-        "data-dependent Python control flow, .item()/.tolist(), unsupported calls, an explicit "
-        "torch._dynamo.graph_break()), or move it before or after the compiled call; "
-        "torch._dynamo.explain(fn)(*args) lists every break, and fullgraph=True turns them "
-        "into errors.",
+        fix=_fix(library, first.data, disabled),
         location=location if location != _UNKNOWN else None,
         run=run.label,
         data={
@@ -102,8 +121,76 @@ def _finding(run: RunData, location: str, events: list[Event]) -> Finding:
             "detail": detail,
             "frames": frames,
             "compile_ids": _unique([str(e.data.get("compile_id")) for e in events]),
+            "library": library.package if library is not None else None,
+            "by_design": disabled,
+            "disabled_function": _disabled_name(first.data) if disabled else None,
         },
         claims=claims,
+    )
+
+
+def _disabled(data: dict[str, object]) -> bool:
+    """Whether the break is a call into a function wrapped in torch.compiler.disable."""
+    return any(
+        isinstance(data.get(key), str) and _DISABLED.search(str(data[key]))
+        for key in ("reason", "raw")
+    )
+
+
+def _disabled_name(data: dict[str, object]) -> str | None:
+    match = _DISABLED_NAME.search(str(data.get("raw") or ""))
+    return match.group("name") if match else None
+
+
+def _group_offload_hook(library: Library, data: dict[str, object]) -> bool:
+    """diffusers' group-offload hooks, disabled on purpose (FACTS: onload_/offload_)."""
+    name = _disabled_name(data) or ""
+    return library is DIFFUSERS and name.rsplit(".", 1)[-1] in ("onload_", "offload_")
+
+
+def _library_line(
+    library: Library, data: dict[str, object], disabled: bool, hints: list[str]
+) -> str:
+    """Whose code broke, and why torch's hint does not apply when the library chose it."""
+    if not disabled:
+        hint = f" (torch's hint: {hints[0]})" if hints else ""
+        return f"the break is in {library.owner} code, not the program's{hint}"
+    name = _disabled_name(data)
+    what = f"{name}, which {library.name}" if name else f"a function {library.name}"
+    hint = f": torch's hint ({hints[0]}) is not yours to follow" if hints else ""
+    return (
+        f"by design in {library.name}: the call is to {what} wraps in torch.compiler.disable{hint}"
+    )
+
+
+def _fix(library: Library | None, data: dict[str, object], disabled: bool) -> str:
+    if library is None:
+        return (
+            "Remove the construct Dynamo cannot trace from the compiled region (print/logging, "
+            "data-dependent Python control flow, .item()/.tolist(), unsupported calls, an "
+            "explicit torch._dynamo.graph_break()), or move it before or after the compiled "
+            "call; torch._dynamo.explain(fn)(*args) lists every break, and fullgraph=True turns "
+            "them into errors."
+        )
+    if disabled and _group_offload_hook(library, data):
+        return (
+            "By design in diffusers: not yours to remove. Group offloading (enable_group_offload) "
+            "moves each group's weights in its onload_/offload_ hooks outside the graph, so "
+            "every compiled block breaks there. If the GPU has room for the model, drop group "
+            "offloading and the breaks go with it; otherwise accept them (offload-bound measures "
+            "what the copies cost in profiled steps)."
+        )
+    if disabled:
+        return (
+            f"By design in {library.name}: not yours to remove. {library.owner} code runs that "
+            "function outside the graph on purpose; accept the break, or compile a region that "
+            "does not call it."
+        )
+    return (
+        f"The break is in {library.owner} code, not yours to edit: compile a region that does "
+        f"not reach it (a smaller module, or call that part before or after the compiled call), "
+        f"try another {library.name} version, or report it to {library.name}; "
+        "torch._dynamo.explain(fn)(*args) lists every break."
     )
 
 

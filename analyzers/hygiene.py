@@ -9,43 +9,69 @@ often sit in a `finally:` of the pipeline call.
 
 Calls in warmup are harmless and not reported. Dynamo itself calls gc.collect() while it
 compiles: calls that fall inside a compile of the same process are torch's and not counted.
+
+Whose call it is decides the fix (each event names its caller; diag.libraries says whose code
+that is). A call in the program's own code: remove it from the request path. A library's call
+(diffusers' `enable_model_cpu_offload()` empties the cache after every request, LightX2V's
+runner when memory runs low) is not the person's to remove: its own finding names the
+library's switch, and under diffusers' model offload it heads the step-0 reloads the offload
+causes (diag.grouping). Events recorded before callers were (no `caller`) count as the
+program's, and say that the caller is not known.
 """
 
 from __future__ import annotations
 
 from diag.claims import claim
 from diag.findings import Finding
+from diag.libraries import DIFFUSERS, LIGHTX2V, Library, library_of, library_path
 from diag.trace.run import Event, RunData, Trace
 
 ANALYZER = "warmup-hygiene"
 
 
 def analyze(trace: Trace) -> list[Finding]:
+    cwd = trace.manifest.get("cwd")
     findings: list[Finding] = []
     for run in trace.subject_runs:
-        findings.extend(_analyze_run(run))
+        findings.extend(_analyze_run(run, cwd if isinstance(cwd, str) else None))
     return findings
 
 
-def _analyze_run(run: RunData) -> list[Finding]:
+def _analyze_run(run: RunData, cwd: str | None) -> list[Finding]:
     findings: list[Finding] = []
     suffix = "" if run.label == "compiled" else f"@{run.label}"
     recording = _recording_windows(run)
     by_torch = [e for e in run.of("empty_cache") if _live(e) and _inside(recording, e)]
-    empty = [e for e in run.of("empty_cache") if _live(e) and not _inside(recording, e)]
+    live = [e for e in run.of("empty_cache") if _live(e) and not _inside(recording, e)]
+    warm = [e for e in run.of("empty_cache") if e.position[0] == "warmup"]
+    by_library: dict[Library, list[Event]] = {}
+    for event in live:
+        library = library_of(_caller_file(event))
+        if library is not None:
+            by_library.setdefault(library, []).append(event)
+    empty = [e for e in live if library_of(_caller_file(e)) is None]
+    for library, events in by_library.items():
+        findings.append(_library_empty_cache(run, library, events, suffix, warm, by_torch))
     if empty:
         requests = _requests(empty)
-        warm = [e for e in run.of("empty_cache") if e.position[0] == "warmup"]
         evidence = [
             f"{len(empty)} call(s) of torch.cuda.empty_cache() during live requests: "
             f"{', '.join(requests)}",
             f"where: {_where_list(empty)}",
+            _callers_line(empty, cwd),
             f"time inside the calls: {_ms(empty)} (the cost shows up later, as cudaMalloc in "
             "the next request)",
         ]
-        if warm:
+        offload = _model_offload(run, {e.pid for e in empty})
+        if offload is not None and any(_caller_file(e) is None for e in empty):
+            evidence.append(
+                f"the pipeline ({offload}) uses diffusers' enable_model_cpu_offload(), which "
+                "empties the cache after every request itself: these may be its calls (record "
+                "again with this diag to know)"
+            )
+        if warm and not by_library:
             evidence.append(f"also {len(warm)} call(s) in warmup (harmless, not counted)")
-        if by_torch:
+        if by_torch and not by_library:
             evidence.append(_by_torch_line(by_torch))
         findings.append(
             Finding(
@@ -55,9 +81,7 @@ def _analyze_run(run: RunData) -> list[Finding]:
                 title="torch.cuda.empty_cache() after every request undoes warmup's allocations "
                 f"({len(empty)} call(s) in live requests {', '.join(requests)})",
                 evidence=evidence,
-                fix="Remove torch.cuda.empty_cache() from the request path: the caching "
-                "allocator reuses the blocks warmup allocated. Call it only when memory must "
-                "go back to the driver (a model swap, another process on the GPU).",
+                fix=_own_fix(offload is not None and any(_caller_file(e) is None for e in empty)),
                 run=run.label,
                 data={
                     "calls": len(empty),
@@ -72,6 +96,8 @@ def _analyze_run(run: RunData) -> list[Finding]:
     program = [e for e in collects if not _inside_compile(run, e) and not _inside(recording, e)]
     if program:
         requests = _requests(program)
+        libraries = {library_of(_caller_file(e)) for e in program}
+        owner = next(iter(libraries)) if len(libraries) == 1 else None
         findings.append(
             Finding(
                 id=f"{ANALYZER}:gc_collect{suffix}",
@@ -83,13 +109,19 @@ def _analyze_run(run: RunData) -> list[Finding]:
                     f"{len(program)} call(s) of gc.collect() during live requests, outside any "
                     f"Dynamo compile: {', '.join(requests)}",
                     f"where: {_where_list(program)}",
+                    _callers_line(program, cwd),
                     f"time inside the calls: {_ms(program)}",
                     f"not counted: {len(collects) - len(program)} call(s) made by Dynamo while "
                     "it compiled; torch itself may call gc.collect() elsewhere too (e.g. when "
                     "capturing CUDA graphs), so check that these calls are the program's",
                 ],
-                fix="Keep gc.collect() out of the request path (run it between requests or "
-                "in idle time), or rely on the automatic collector.",
+                fix=(
+                    f"{owner.owner} own call, not yours to remove: look for the {owner.name} "
+                    "option that leads there (the callers above), or accept it."
+                    if owner is not None
+                    else "Keep gc.collect() out of the request path (run it between requests or "
+                    "in idle time), or rely on the automatic collector."
+                ),
                 run=run.label,
                 data={
                     "calls": len(program),
@@ -101,6 +133,170 @@ def _analyze_run(run: RunData) -> list[Finding]:
             )
         )
     return findings
+
+
+def _library_empty_cache(
+    run: RunData,
+    library: Library,
+    events: list[Event],
+    suffix: str,
+    warm: list[Event],
+    by_torch: list[Event],
+) -> Finding:
+    """A library's own empty_cache() calls: not the person's to remove; the library's switch."""
+    requests = _requests(events)
+    callers = _callers(events)
+    where = ", ".join(callers[:3]) + (f" and {len(callers) - 3} more" if len(callers) > 3 else "")
+    pids = {e.pid for e in events}
+    offload = _model_offload(run, pids) if library is DIFFUSERS else None
+    evidence = [
+        f"{len(events)} call(s) of torch.cuda.empty_cache() during live requests: "
+        f"{', '.join(requests)}",
+        f"where: {_where_list(events)}",
+        f"called from {library.owner} own code: {where}",
+        f"time inside the calls: {_ms(events)} (the cost shows up later, as cudaMalloc in the "
+        "next request)",
+    ]
+    names = {_caller_name(e) for e in events}
+    if offload is not None:
+        cause = "model-offload"
+        title = (
+            f"diffusers empties the CUDA cache after every request: the pipeline's "
+            f"enable_model_cpu_offload() ({len(events)} call(s) in live requests "
+            f"{', '.join(requests)})"
+        )
+        evidence.append(
+            f"the pipeline ({offload}) uses enable_model_cpu_offload(): after each request "
+            "diffusers moves its models back to the CPU and empties the cache, so the next "
+            "request copies them in and allocates again at its first step"
+        )
+        fix = (
+            "Not yours to remove: diffusers' enable_model_cpu_offload() does it. If the GPU has "
+            "room for the pipeline, keep it there (pipe.to('cuda') instead of "
+            "enable_model_cpu_offload()): no request reloads the weights and the cache stays; "
+            "otherwise accept it. step0-spike says what each request's reload costs."
+        )
+    elif library is LIGHTX2V and names == {"maybe_empty_cache"}:
+        cause = "lightx2v-memory-pressure"
+        title = (
+            f"LightX2V's runner empties the CUDA cache during live requests "
+            f"({len(events)} call(s) in {', '.join(requests)})"
+        )
+        evidence.append(
+            "LightX2V's maybe_empty_cache() empties the cache when free GPU memory is under the "
+            "config's empty_cache_min_free_gib (4 GiB by default) and at least "
+            "empty_cache_min_reclaimable_gib (2 GiB) is reclaimable, or when forced"
+        )
+        fix = (
+            "Not yours to remove: LightX2V's runner does it when free memory runs low. Lower "
+            "empty_cache_min_free_gib in the config (or leave the model more room: offload, "
+            "quantization) so that it does not trigger in requests, or accept it."
+        )
+    else:
+        cause = "library"
+        title = (
+            f"{library.name} calls torch.cuda.empty_cache() during live requests "
+            f"({len(events)} call(s) in {', '.join(requests)})"
+        )
+        fix = (
+            f"Not yours to remove: it is {library.owner} own call. Look for the "
+            f"{library.name} option that leads there (an offload or memory-saving mode) and "
+            "turn it off if the GPU has room, or accept it."
+        )
+    if warm:
+        evidence.append(f"also {len(warm)} call(s) in warmup (harmless, not counted)")
+    if by_torch:
+        evidence.append(_by_torch_line(by_torch))
+    return Finding(
+        id=f"{ANALYZER}:empty_cache:{library.package}{suffix}",
+        analyzer=ANALYZER,
+        severity="warning",
+        title=title,
+        evidence=evidence,
+        fix=fix,
+        run=run.label,
+        data={
+            "calls": len(events),
+            "requests": requests,
+            "warmup_calls": len(warm),
+            "duration_s": round(sum(_duration(e) for e in events), 6),
+            "library": library.package,
+            "callers": callers,
+            "cause": cause,
+        },
+        claims=_claims("empty-cache", run, events),
+    )
+
+
+def _own_fix(maybe_diffusers: bool) -> str:
+    remove = (
+        "Remove torch.cuda.empty_cache() from the request path: the caching allocator reuses the "
+        "blocks warmup allocated. Call it only when memory must go back to the driver (a model "
+        "swap, another process on the GPU)."
+    )
+    if not maybe_diffusers:
+        return remove
+    return (
+        f"If the calls are your own: {remove[0].lower()}{remove[1:]} If they are diffusers' "
+        "(enable_model_cpu_offload()), they are not yours to remove: keep the pipeline on the "
+        "GPU if it fits (pipe.to('cuda')), or accept them."
+    )
+
+
+def _caller(event: Event) -> dict[str, object]:
+    caller = event.data.get("caller")
+    return caller if isinstance(caller, dict) else {}
+
+
+def _caller_file(event: Event) -> str | None:
+    file = _caller(event).get("file")
+    return file if isinstance(file, str) and file else None
+
+
+def _caller_name(event: Event) -> str | None:
+    name = _caller(event).get("name")
+    return name if isinstance(name, str) else None
+
+
+def _callers(events: list[Event], cwd: str | None = None) -> list[str]:
+    """Distinct callers as `file:line (function)`, in the order they first called: a library's
+    file from its package folder on, the program's relative to the recording's directory."""
+    spots: list[str] = []
+    for event in events:
+        file = _caller_file(event)
+        if file is None:
+            continue
+        line = _caller(event).get("line")
+        where = library_path(_relative(file, cwd))
+        where = where if not isinstance(line, int) else f"{where}:{line}"
+        name = _caller_name(event)
+        spots.append(f"{name}() at {where}" if name else where)
+    return list(dict.fromkeys(spots))
+
+
+def _relative(path: str, cwd: str | None) -> str:
+    if cwd and path.startswith(cwd.rstrip("/") + "/"):
+        return path[len(cwd.rstrip("/")) + 1 :]
+    return path
+
+
+def _callers_line(events: list[Event], cwd: str | None) -> str:
+    callers = _callers(events, cwd)
+    unknown = sum(1 for e in events if _caller_file(e) is None)
+    if not callers:
+        return "called from: not recorded (a trace written before diag recorded callers)"
+    more = f" and {len(callers) - 5} more" if len(callers) > 5 else ""
+    line = f"called from: {', '.join(callers[:5])}{more}"
+    return line + (f"; {unknown} call(s) with no caller recorded" if unknown else "")
+
+
+def _model_offload(run: RunData, pids: set[int]) -> str | None:
+    """The pipeline class that uses diffusers' enable_model_cpu_offload() in one of these
+    processes, if one does."""
+    for event in run.of("pipeline_offload"):
+        if event.pid in pids and event.data.get("model") is True:
+            return str(event.data.get("pipeline") or "a diffusers pipeline")
+    return None
 
 
 def _claims(kind: str, run: RunData, events: list[Event]) -> list[dict[str, object]]:

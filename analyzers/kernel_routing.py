@@ -14,7 +14,10 @@ Whether the reroute costs time is judged on the region's time per aligned steady
 (steps that compiled nothing) with diag.stats.compare: medians, a noise band of at least
 COST_BAND or 3 robust spreads, and "too noisy to judge" when a side has fewer than 2 steps or
 spreads more than ±25%. Means over two CPU steps flipped the demo's fix between "this costs
-time now" and "keep it" from one run to the next.
+time now" and "keep it" from one run to the next. The verdict also sets the severity: only a
+compiled region measurably slower than its reference is a warning; as fast, faster or too noisy
+to judge is info, with a fix that says so (a warning whose own evidence says "as fast as eager"
+asks for work that gains nothing).
 """
 
 from __future__ import annotations
@@ -154,17 +157,33 @@ def _cost_line(verdict: Comparison, reference: str) -> str:
     )
 
 
-def _cost_fix(verdict: Comparison) -> str:
+def severity(verdict: Comparison) -> str:
+    """A warning only when compiled is measurably slower: a reroute that costs nothing (as fast,
+    faster) or whose cost the steps cannot tell (too noisy) is context, not a problem."""
+    return "warning" if verdict.verdict == SLOWER else "info"
+
+
+def _missing_fix(verdict: Comparison, kernel: str) -> str:
+    """The fix follows the cost: restore the kernel when it costs time, keep the replacement when
+    it does not, measure first when the steps cannot tell."""
+    restore = (
+        f"find the branch that routes around {kernel} when compiling "
+        "(torch.compiler.is_compiling(), a library's Dynamo fallback) and call the kernel as a "
+        "custom op (torch.library.custom_op with a register_fake) so the compiled graph keeps it"
+    )
     if verdict.verdict == SLOWER:
-        return "The compiled region is slower than eager here, so this costs time now."
+        return f"The compiled region is slower than eager here, so this costs time now: {restore}."
     if verdict.verdict == NOISY:
         return (
             "Whether it costs time is too noisy to judge from these steps: profile more steady "
-            "steps (diag record --profile new-shapes,steady:8) on a quiet host to tell."
+            "steps (diag record --profile new-shapes,steady:8) on a quiet host to tell. If "
+            f"compiled turns out slower, {restore}."
         )
+    word = "faster than" if verdict.verdict == FASTER else "as fast as"
     return (
-        "If the compiled replacement is as fast and numerically acceptable, keep it and say so "
-        "in a comment."
+        f"Keeping it is fine: the compiled region is {word} eager here. Check that the "
+        "replacement's numerics are acceptable and say so in a comment; to run the kernel "
+        f"under compile anyway, {restore}."
     )
 
 
@@ -244,7 +263,7 @@ def _missing(trace: Trace, comparison: RegionComparison) -> Finding:
     return Finding(
         id=f"{ANALYZER}:{comparison.region}:{'+'.join(comparison.missing)}",
         analyzer=ANALYZER,
-        severity="warning",
+        severity=severity(verdict),
         title=(
             f"{names} runs in {plain[1]} but not in {plain[0]} in {comparison.region}"
             if plain
@@ -262,10 +281,7 @@ def _missing(trace: Trace, comparison: RegionComparison) -> Finding:
             f"dispatch that skips it in the program that wrote {plain[0]} (a torch.compile "
             "fallback, another library version or build, another GPU)."
             if plain
-            else f"Find the branch that routes around {short_name(comparison.missing[0])} when "
-            "compiling (torch.compiler.is_compiling(), a library's Dynamo fallback) and call "
-            "the kernel as a custom op (torch.library.custom_op with a register_fake) so the "
-            "compiled graph keeps it. " + _cost_fix(verdict)
+            else _missing_fix(verdict, short_name(comparison.missing[0]))
         ),
         location=_location(trace, comparison.region),
         data={
@@ -285,10 +301,29 @@ def _missing(trace: Trace, comparison: RegionComparison) -> Finding:
 def _swapped(trace: Trace, comparison: RegionComparison) -> Finding:
     before, after = comparison.swapped_attention or ("", "")
     reference = _reference_label(trace)
+    verdict = cost(comparison)
+    pin = (
+        "pin the backend you measured (torch.nn.attention.sdpa_kernel([...]) around the call, or "
+        "call the attention library directly as a custom op) so eager and compiled run the same "
+        "kernel"
+    )
+    if verdict.verdict == SLOWER:
+        fix = f"The compiled region is slower than {reference} here: {pin}."
+    elif verdict.verdict == NOISY:
+        fix = (
+            "Whether it costs time is too noisy to judge from these steps: profile more steady "
+            f"steps on a quiet host to tell. If compiled turns out slower, {pin}."
+        )
+    else:
+        fix = (
+            f"Keeping it is fine: the compiled region is "
+            f"{'faster than' if verdict.verdict == FASTER else 'as fast as'} {reference} here; "
+            f"to run one backend on both sides anyway, {pin}."
+        )
     return Finding(
         id=f"{ANALYZER}:{comparison.region}:attention",
         analyzer=ANALYZER,
-        severity="warning",
+        severity=severity(verdict),
         title=f"attention runs {before} in eager but {after} under torch.compile in "
         f"{comparison.region}",
         evidence=[
@@ -297,10 +332,15 @@ def _swapped(trace: Trace, comparison: RegionComparison) -> Finding:
             "compiled attention kernels: "
             + ", ".join(k.name for k in comparison.compiled if k.kind == "library")[:300],
             _times(comparison, reference),
+            _cost_line(verdict, reference),
         ],
-        fix="Pin the backend you measured (torch.nn.attention.sdpa_kernel([...]) around the "
-        "call, or call the attention library directly as a custom op) so eager and compiled "
-        "run the same kernel.",
+        fix=fix,
         location=_location(trace, comparison.region),
-        data={"region": comparison.region, "reference": before, "compiled": after},
+        data={
+            "region": comparison.region,
+            "reference": before,
+            "compiled": after,
+            "cost": verdict.verdict,
+            "cost_band": round(verdict.band, 4),
+        },
     )

@@ -7,7 +7,10 @@ step0-spike what each cost its request: six findings, one fix. Grouping keeps ev
 finding's `group` is its headline's id, the headline's `related` lists them.
 
 Which belong together: findings of the same run and process that name the same compile
-(`data.compile_ids`), a step0-spike of the request whose CUDA graphs cudagraphs reports, and,
+(`data.compile_ids`), a step0-spike of the request whose CUDA graphs cudagraphs reports, the
+step-0 reloads (step0-spike, cause offload-reload) and the copy-bound steps (offload-bound) under
+warmup-hygiene's finding that diffusers' enable_model_cpu_offload() empties the cache after every
+request (one switch does all three), and,
 under a guard-churn or recompile-limit headline, a cache-bloat of the same frame (the entries
 the churn left). A recompile that live-compile explains by another
 guard than the churned one (an unwarmed width recompiles on a size guard, and the churned
@@ -31,7 +34,9 @@ HEADLINE_ORDER = (
     "cudagraphs",
     "rank-divergence",
     "cache-bloat",
+    "warmup-hygiene",
     "step0-spike",
+    "offload-bound",
 )
 #: Headlines whose frame-level echoes (the cache entries left behind) join them.
 _FRAME_HEADLINES = ("guard-churn", "recompile-limit")
@@ -104,6 +109,13 @@ def _echoes(head: Finding, other: Finding, compiles: set[str]) -> bool:
         return False
     if compiles & _compiles(other):
         return True
+    if head.analyzer == "warmup-hygiene" and head.data.get("cause") == "model-offload":
+        # diffusers' enable_model_cpu_offload(): the cache it empties after each request, the
+        # reload at the next request's step 0 and the copies that bind those steps are one
+        # switch (warmup-hygiene names it).
+        return (other.analyzer, other.data.get("cause")) == ("step0-spike", "offload-reload") or (
+            other.analyzer == "offload-bound" and other.data.get("diffusers_offload") == "model"
+        )
     if head.analyzer == "cudagraphs" and other.analyzer == "step0-spike":
         # A request whose graphs recorded live without a compile: its step-0 spike is theirs.
         rid = head.data.get("request_id")

@@ -19,7 +19,7 @@ def text(value: object, style: str = "") -> Text:
 
 
 def seconds(value: float | None) -> str:
-    """Seconds as people read them: `2.45 s`, `136 ms`, `8.8 ms`, `35 us`."""
+    """Seconds as people read them: `2.45 s`, `136 ms`, `8.8 ms`, `35 µs`."""
     if value is None:
         return ""
     if value >= 0.9995:
@@ -28,7 +28,7 @@ def seconds(value: float | None) -> str:
         return f"{value * 1000:.0f} ms"
     if value >= 0.0001:
         return f"{value * 1000:.1f} ms"
-    return f"{value * 1e6:.0f} us"
+    return f"{value * 1e6:.0f} µs"
 
 
 def size(value: int | None) -> str:

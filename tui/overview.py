@@ -27,14 +27,40 @@ from .table_view import Column, Row, RowTable, TableView
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "dim"}
 
 
-class FindingsTable(RowTable):
-    BINDINGS = [Binding("enter", "open_evidence", "Evidence")]
+#: Screens a finding's evidence can open on (tui/evidence.py), as the footer names them.
+EVIDENCE_TABS = ("steps", "compiles", "kernels", "offload", "cache")
 
-    def action_open_evidence(self) -> None:
+
+class FindingsTable(RowTable):
+    """Enter opens the highlighted finding's evidence; the footer says on which screen (one
+    binding per screen, the one that applies shown)."""
+
+    BINDINGS = [
+        *(
+            Binding("enter", f"open_evidence('{tab}')", f"Evidence: {tab.capitalize()}")
+            for tab in EVIDENCE_TABS
+        ),
+        Binding("enter", "open_evidence('')", "Evidence: text only"),
+    ]
+
+    def _finding(self) -> Finding | None:
         view = next(a for a in self.ancestors if isinstance(a, FindingsView))
         row = view.current
-        if row is not None:
-            self.post_message(OpenEvidence(row.payload))
+        return row.payload if row is not None else None
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action != "open_evidence":
+            return True
+        finding = self._finding()
+        if finding is None:
+            return False
+        target = evidence_for(finding)
+        return parameters == ((target.tab if target is not None else ""),)
+
+    def action_open_evidence(self, tab: str = "") -> None:
+        finding = self._finding()
+        if finding is not None:
+            self.post_message(OpenEvidence(finding))
 
 
 class FindingsView(TableView):
@@ -50,6 +76,7 @@ class FindingsView(TableView):
     }
     EXACT = frozenset({"run"})
     NOUN = "findings"
+    FILL = "title"
 
     def make_table(self) -> RowTable:
         return FindingsTable(cursor_type="row", zebra_stripes=True)
@@ -188,11 +215,38 @@ def metadata(trace: Trace, findings: list[Finding] | None) -> Text:
     return lines(*parts)
 
 
+def compact_metadata(trace: Trace, findings: list[Finding] | None) -> Text:
+    """The header of a short terminal (80x24): one line each, cut with an ellipsis, at most
+    three shown (tui/diag.tcss), so that six findings fit below. What diag could not see still
+    comes right after the trace and its verdict; versions and the command wait for a taller
+    terminal."""
+    head = Text()
+    head.append(trace.path.name or str(trace.path), style="bold")
+    head.append(f" · {trace.manifest.get('status')} · ")
+    if findings is None:
+        head.append("analyzing...")
+    for index, severity in enumerate(SEVERITIES if findings is not None else ()):
+        count = sum(1 for f in findings or () if f.severity == severity)
+        head.append(" · " if index else "")
+        head.append(f"{count} {severity}", style=SEVERITY_STYLE[severity] if count else "")
+    visibility = assess(trace)
+    parts: list[Text | str] = [head]
+    if not visibility.status.complete:
+        parts.append(Text(f"recording: {visibility.status.detail}", style="bold red"))
+    for notice in visibility.notices:
+        line = Text("NOTICE ", style="bold yellow")
+        line.append(notice.message)
+        parts.append(line)
+    parts.extend(_run_counts(run) for run in trace.runs.values())
+    return lines(*parts)  # one screen line each: tui/diag.tcss cuts them with an ellipsis
+
+
 class OverviewView(Vertical):
     """Run metadata and status, counts, and the findings by severity."""
 
     def compose(self) -> ComposeResult:
         yield Static(Text("loading..."), id="meta")
+        yield Static(Text("loading..."), id="meta-short")
         yield FindingsView(id="findings")
 
     @property
@@ -201,4 +255,5 @@ class OverviewView(Vertical):
 
     def show(self, data: TraceData) -> None:
         self.query_one("#meta", Static).update(metadata(data.trace, data.findings))
+        self.query_one("#meta-short", Static).update(compact_metadata(data.trace, data.findings))
         self.findings.show(data.findings, assess(data.trace).all_clear_possible)

@@ -13,11 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rich.text import Text
+from textual.binding import Binding
 from textual.widgets import DataTable
 
 from diag.trace.run import RunData
 
-from .table_view import Row, TableView
+from .table_view import Row, RowTable, TableView
 
 #: Runs with at least this many ranks get their rows grouped.
 GROUP_RANKS = 3
@@ -34,10 +35,45 @@ def ranks_of(run: RunData) -> dict[int, int]:
 Summarize = Callable[[str, list[Row]], Row]
 
 
+class GroupedTable(RowTable):
+    """Enter on a group's row opens or closes it; the footer says which (nothing on others)."""
+
+    BINDINGS = [
+        Binding("enter", "toggle_group('open')", "Show ranks"),
+        Binding("enter", "toggle_group('close')", "Hide ranks"),
+    ]
+
+    def _view(self) -> RankGroupedView:
+        return next(a for a in self.ancestors if isinstance(a, RankGroupedView))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action != "toggle_group":
+            return True
+        state = self._view().group_state()
+        return state is not None and parameters == (state,)
+
+    def action_toggle_group(self, state: str) -> None:
+        view = self._view()
+        row = view.current
+        if row is not None and row.key.startswith("group|"):
+            view.toggle_group(row.key.removeprefix("group|"))
+
+
 class RankGroupedView(TableView):
     """A TableView whose rows can be grouped across ranks (screens call `set_grouped`)."""
 
     PROCESS_FIELD = "process"
+
+    def make_table(self) -> RowTable:
+        return GroupedTable(cursor_type="row", zebra_stripes=True)
+
+    def group_state(self) -> str | None:
+        """What Enter does on the highlighted row: `open` a closed group, `close` an open one,
+        None on a row that is no group."""
+        row = self.current
+        if row is None or not row.key.startswith("group|"):
+            return None
+        return "close" if row.key.removeprefix("group|") in self._expanded else "open"
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)

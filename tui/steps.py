@@ -19,6 +19,7 @@ from diag.trace.run import Compile, Event, RunData, Step
 
 from .cells import field as labelled
 from .cells import lines, seconds, shape, size, text, yes
+from .events import describe
 from .loader import TraceData
 from .rank_groups import RankGroupedView, ranks_of
 from .step_plot import PlotData, StepPlot
@@ -205,11 +206,7 @@ class StepsView(RankGroupedView):
             if len(item.guards) > 3:
                 line.append(f"\n    ... {len(item.guards) - 3} more on the Compiles screen")
             parts.append(line)
-        for event in info.events:
-            duration = event.data.get("duration_s")
-            parts.append(
-                f"{event.kind}" + (f" ({seconds(duration)})" if isinstance(duration, float) else "")
-            )
+        parts.extend(Text(describe(event)) for event in info.events)
         if self._trace_path is not None:
             hint = step_line(self._trace_path, step.request_id, step.index)
             parts.append(Text(hint, style="dim"))

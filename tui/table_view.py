@@ -13,9 +13,11 @@ from typing import Any
 
 from rich.console import RenderableType
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import DataTable, Static
+from textual.widgets.data_table import ColumnKey
 
 from .filtering import Query, matches, parse_query
 
@@ -48,6 +50,11 @@ class _State:
 class RowTable(DataTable[Text]):
     """The DataTable of a TableView (a class of its own so screens can bind keys on it)."""
 
+    def on_resize(self, event: events.Resize) -> None:
+        view = next((a for a in self.ancestors if isinstance(a, TableView)), None)
+        if view is not None and view.FILL is not None:
+            view.refit()
+
 
 class TableView(Vertical):
     """Rows, a filter over them, and the highlighted row's detail."""
@@ -59,6 +66,10 @@ class TableView(Vertical):
     EXACT: frozenset[str] = frozenset({"run", "step", "id"})
     NOUN = "rows"
     DETAIL = True
+    #: The column that takes the width the others leave, its cells cut with an ellipsis, so a
+    #: long value (a finding's title) never hides past the right edge; None: every column as
+    #: wide as its content (wide rows scroll sideways).
+    FILL: str | None = None
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, classes="table-view")
@@ -138,17 +149,42 @@ class TableView(Vertical):
             return None
         return shown[table.cursor_row]
 
+    def refit(self) -> None:
+        """The table's width changed: cut the FILL column's cells to the new width."""
+        if self._state.rows:
+            self._refill()
+
+    def _fill_width(self) -> int | None:
+        """Cells the FILL column may take: the table's width less the other columns, the
+        cells' padding and a vertical scrollbar; None before the table has a width."""
+        table = self.table
+        if self.FILL is None or table.size.width <= 0:
+            return None
+        padding = 2 * table.cell_padding
+        others = sum((c.width or 0) + padding for c in self.COLUMNS if c.label != self.FILL)
+        room = table.size.width - table.styles.scrollbar_size_vertical - others - padding
+        return max(8, room)
+
     def _refill(self) -> None:
         state = self._state
         state.shown = [row for row in state.rows if matches(state.query, row.fields, self.EXACT)]
         table = self.table
         previous = self.current.key if self.current is not None else None
         table.clear()
+        fill = self._fill_width()
+        index = -1
+        if fill is not None and self.FILL is not None:
+            index = [c.label for c in self.COLUMNS].index(self.FILL)
+            column = table.columns.get(ColumnKey(self.FILL))  # keyed by label (compose)
+            if column is not None:
+                column.width, column.auto_width = fill, False
         for row in state.shown:
             cells = [cell.copy() for cell in row.cells]
             if row.style:
                 for cell in cells:
                     cell.stylize(row.style)
+            if fill is not None:
+                cells[index].truncate(fill, overflow="ellipsis")
             table.add_row(*cells, key=row.key)
         self._update_title()
         keys = [row.key for row in state.shown]
@@ -182,10 +218,12 @@ class TableView(Vertical):
     def _show_detail(self, row: Row | None) -> None:
         if not self.DETAIL:
             self.highlighted(row)
+            self.table.refresh_bindings()
             return
         body = self.detail(row) if row is not None else Text("")
         self.query_one(".detail-text", Static).update(body)
         self.highlighted(row)
+        self.table.refresh_bindings()  # the footer says what Enter does on this row
 
     def detail(self, row: Row) -> RenderableType:
         """The highlighted row in full (literal Text: trace strings are never markup)."""

@@ -332,6 +332,7 @@ class DiffusersAdapter:
         first use, which a step-0 spike's cause is read off (diag.spikes)."""
         hooks = getattr(pipe, "_all_hooks", None)
         group = False
+        streams: set[bool] = set()
         components: dict[str, int] = {}
         items = getattr(pipe, "components", {})
         for name, module in items.items() if isinstance(items, dict) else ():
@@ -340,12 +341,19 @@ class DiffusersAdapter:
             components[name] = sum(p.numel() * p.element_size() for p in module.parameters())
             registry = getattr(module, "_diffusers_hook", None)
             order = getattr(registry, "_hook_order", ())
-            group = group or any("group_offloading" in str(h) for h in order)
+            if any("group_offloading" in str(h) for h in order):
+                group = True
+                stream = _group_stream(registry)
+                if stream is not None:
+                    streams.add(stream)
         self.session.emit(
             "pipeline_offload",
             pipeline=type(pipe).__name__,
             model=bool(hooks),
             group=group,
+            # enable_group_offload(use_stream=...): without a stream every group is copied in
+            # and written back in line with compute (offload-bound names the switch).
+            group_stream=streams.pop() if len(streams) == 1 else None,
             param_bytes=components,
         )
 
@@ -498,3 +506,14 @@ def install_models(session: Session, module: ModuleType) -> None:
     base = getattr(module, "ModelMixin", None)
     if isinstance(base, type):
         diffusers_models.install(session, adapter_for(session), base)
+
+
+def _group_stream(registry: Any) -> bool | None:
+    """Whether a component's group offloading copies on a side stream (`use_stream=True`):
+    its top-level group hook's ModuleGroup holds the stream. None: not readable here."""
+    get_hook = getattr(registry, "get_hook", None)
+    hook = get_hook("group_offloading") if callable(get_hook) else None
+    group = getattr(hook, "group", None)
+    if group is None or not hasattr(group, "stream"):
+        return None
+    return group.stream is not None

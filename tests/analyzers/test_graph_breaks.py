@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +13,7 @@ from diag.analyzers import get_analyzer
 from diag.analyzers.graph_breaks import analyze, reason_of, skipped_frame
 from diag.findings import Finding
 from diag.trace.run import Trace, load_trace
+from tests.analyzers.support import write_trace
 from tests.integration.support import PYTHON, diag_record
 
 RecordFixture = Callable[..., Trace]
@@ -130,3 +132,86 @@ def test_a_break_torch_cannot_resume_from_names_its_own_reason_and_the_skipped_f
     assert reason_of(data) == "Data-dependent branching"
     assert skipped_frame(data)
     assert not skipped_frame({"reason": "Data-dependent branching", "raw": raw[:40]})
+
+
+GROUP_OFFLOAD_APP = """
+import torch
+import diag.api as diag
+from diffusers.hooks import apply_group_offloading
+
+
+class Model(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(torch.nn.Linear(8, 8) for _ in range(2))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+model = Model().eval()
+cpu = torch.device("cpu")
+apply_group_offloading(
+    model, onload_device=cpu, offload_device=cpu, offload_type="block_level",
+    num_blocks_per_group=1, use_stream=False,
+)
+for block in model.blocks:
+    block.compile(backend="aot_eager")
+with torch.no_grad():
+    with diag.phase("warmup"):
+        with diag.request("w0", shape=[2, 8]):
+            with diag.step():
+                model(torch.ones(2, 8))
+    with diag.request("r0", shape=[2, 8]):
+        with diag.step():
+            model(torch.ones(2, 8))
+"""
+
+
+def test_a_librarys_disabled_hook_is_by_design_not_yours(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """diffusers' group offloading (use_stream=False runs on a CPU) with per-block compile: its
+    onload_/offload_ hooks are @torch.compiler.disable'd, so every compiled block breaks there.
+    torch's hint says "Remove the torch.compiler.disable call"; the finding says whose it is."""
+    folder = tmp_path_factory.mktemp("group-offload")
+    (folder / "app.py").write_text(textwrap.dedent(GROUP_OFFLOAD_APP))
+    proc = diag_record(folder / "t", PYTHON, "app.py", options=("--profile", "none"), cwd=folder)
+    assert proc.returncode == 0, proc.stderr
+    findings = analyze(load_trace(folder / "t"))
+    by_hook = {f.data["disabled_function"]: f for f in findings}
+    assert set(by_hook) == {"ModuleGroup.onload_", "ModuleGroup.offload_"}, findings
+    for hook, finding in by_hook.items():
+        assert finding.severity == "info" and finding.data["by_design"] is True
+        assert finding.data["library"] == "diffusers"
+        assert finding.id.startswith("graph-breaks:diffusers/hooks/group_offloading.py:")
+        assert finding.title.endswith(
+            f"{hook} is torch.compiler.disable'd by design in diffusers (not yours to remove)"
+        )
+        assert finding.fix.startswith("By design in diffusers: not yours to remove.")
+        assert "enable_group_offload" in finding.fix
+        assert "Remove the construct" not in finding.fix
+        text = "\n".join(finding.evidence)
+        assert "is not yours to follow" in text and "torch's hint: " not in text
+        assert finding.location and "site-packages/diffusers/hooks/" in finding.location
+
+
+def test_a_break_in_library_code_that_is_not_disabled(tmp_path: Path) -> None:
+    """A break inside a library that did not choose it (torch's words for a data-dependent
+    branch; hand-written: diffusers' tiny models trace without such a break on CPU) stays a
+    warning, with a fix that does not ask to edit the library."""
+    where = "/venv/lib/python3.11/site-packages/diffusers/models/attention_processor.py:900"
+    raw = (
+        f"Graph break in user code at {where}\nGraph Break Reason: Data-dependent branching\n"
+        "  Explanation: Detected data-dependent branching.\n  Hint: Use torch.cond\n"
+    )
+    event = {"t": 5, "ev": "graph_break", "compile_id": "0/0", "user_location": where}
+    event |= {"reason": "Data-dependent branching", "raw": raw, "phase": "warmup"}
+    (finding,) = analyze(write_trace(tmp_path, [event]))
+    assert finding.severity == "warning" and finding.data["by_design"] is False
+    assert finding.id == "graph-breaks:diffusers/models/attention_processor.py:900"
+    assert finding.fix.startswith("The break is in diffusers' code, not yours to edit")
+    line = "the break is in diffusers' code, not the program's (torch's hint: Use torch.cond)"
+    assert line in finding.evidence

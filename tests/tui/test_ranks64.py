@@ -42,14 +42,17 @@ def test_64_ranks_steps_are_one_row_per_step_and_open_on_enter(tmp_path: Path) -
         text = screen_text(app)
         assert "slowest rank 32" in text
         assert "ranks 0-31, 33-63 compiled nothing in this step" in text
+        assert "⏎ Show ranks" in text.splitlines()[-1]  # the footer says what Enter does
         await pilot.press("enter")
         await pilot.pause()
         assert len(steps.shown) == 12 + 64
         assert steps.current is not None and steps.current.key == "group|compiled|r1|0"
         assert "▾ compiled " in screen_text(app)
+        assert "⏎ Hide ranks" in screen_text(app).splitlines()[-1]
         await pilot.press("down")
         await pilot.pause()
         assert steps.current is not None and steps.current.fields["process"] == "rank0"
+        assert "ranks" not in screen_text(app).splitlines()[-1]  # a rank's row: nothing to do
         await pilot.press("up", "enter")
         await pilot.pause()
         assert len(steps.shown) == 12

@@ -36,6 +36,13 @@ def test_overview_100x30(snap_compare: SnapCompare, in_h200: Path) -> None:
     assert snap_compare(app, terminal_size=(100, 30), run_before=_then())
 
 
+def test_overview_80x24(snap_compare: SnapCompare, in_h200: Path) -> None:
+    """A short terminal: the header collapses to three lines, so the findings table keeps six
+    rows; titles end in an ellipsis where cut, and the footer says what Enter opens."""
+    app = DiagApp(Path("record-wan-offload-unwarmed"))
+    assert snap_compare(app, terminal_size=(80, 24), run_before=_then())
+
+
 def test_live_compile_evidence_80x24(snap_compare: SnapCompare, in_h200: Path) -> None:
     app = DiagApp(Path("record-wan-offload-unwarmed"))
     run_before = _then("enter", finding="live-compile")
