@@ -9,14 +9,13 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from rich.text import Text
 from textual.app import ComposeResult
 
 from diag.rankset import ranks_text
 from diag.trace.run import Compile, Event, RunData, Step
 
+from .cells import Text, lines, seconds, shape, size, text, yes
 from .cells import field as labelled
-from .cells import lines, seconds, shape, size, text, yes
 from .loader import TraceData
 from .rank_groups import RankGroupedView, ranks_of
 from .step_plot import PlotData, StepPlot

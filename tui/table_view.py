@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import RenderableType
-from rich.text import Text
+from rich.text import Text as RichText
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import DataTable, Static
 
+from .cells import Text
 from .filtering import Query, matches, parse_query
 
 
@@ -45,7 +46,7 @@ class _State:
     pending_select: str = ""  # a select asked for before the rows arrived
 
 
-class RowTable(DataTable[Text]):
+class RowTable(DataTable[RichText]):  # cells: copies of printable Text (tui/cells.py)
     """The DataTable of a TableView (a class of its own so screens can bind keys on it)."""
 
 
