@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from diag.errors import DiagError
 from diag.progress import ProgressCallback
+from diag.trace.confine import MAX_WINDOW_BYTES, OutsideTrace, inside
 from diag.trace.run import Process, RunData, Step
 
 REGION_PREFIX = "diag.region:"
@@ -93,9 +95,6 @@ def _load(run: RunData, progress: ProgressCallback | None) -> list[StepProfile]:
     done = 0
     profiles: list[StepProfile] = []
 
-    def cache_dir_of(process: Process) -> Path | None:
-        return None if run.cache_dir is None else run.cache_dir / process.folder.name
-
     # Many windows to parse (many ranks): parsed in worker processes first, the rest below.
     parallel = importlib.import_module("diag.trace.parallel")
 
@@ -106,7 +105,7 @@ def _load(run: RunData, progress: ProgressCallback | None) -> list[StepProfile]:
             progress(done, total)
 
     jobs = [
-        (process, window, path, steps, cache_dir_of(process))
+        (process, window, path, steps, run.window_cache(process))
         for process, window, path, steps in windows
     ]
     cut = parallel.profile_windows(run.label, jobs, parsed_one)
@@ -120,9 +119,15 @@ def _load(run: RunData, progress: ProgressCallback | None) -> list[StepProfile]:
             if progress is not None:
                 progress(base + part, total)
 
-        trace = cache.load_kineto(path, cache_dir_of(process), forward if progress else None)
+        try:
+            trace = cache.load_kineto(
+                path, run.window_cache(process), forward if progress else None
+            )
+        except DiagError as exc:  # one bad window: the others are still read
+            warn(run, f"{_where(run, process, window)}: {exc.message}; skipped")
+        else:
+            profiles.extend(cut_window(run.label, process, window, trace, steps))
         done += _size(path)
-        profiles.extend(cut_window(run.label, process, window, trace, steps))
         if progress is not None:
             progress(done, total)
     return profiles
@@ -135,8 +140,22 @@ def _size(path: Path) -> int:
         return 0
 
 
-def _windows(run: RunData) -> list[tuple[Process, str, Path, list[Step]]]:
-    """(process, window file, path, profiled steps inside it) for every window written."""
+def warn(run: RunData, text: str) -> None:
+    """Add a reader's warning to the run once (several views ask for the same windows)."""
+    if text not in run.warnings:
+        run.warnings.append(text)
+
+
+def _where(run: RunData, process: Process, window: str) -> str:
+    """`compiled/pid420: Kineto window r0-s0-new-shape` (`window` its name or its file)."""
+    return f"{run.folder.name}/{process.folder.name}: Kineto window {window}"
+
+
+def window_files(run: RunData) -> list[tuple[Process, str, Path, list[Step]]]:
+    """(process, window file as named, its path, the profiled steps inside it) for every window
+    written whose file is a regular file inside the trace (diag.trace.confine); each other one
+    is skipped with a warning on the run."""
+    root = run.root or run.folder.parent.parent
     result = []
     # By process first: at hundreds of ranks a pass over every event per process is quadratic.
     marks: dict[int, list[Any]] = {}
@@ -153,14 +172,20 @@ def _windows(run: RunData) -> list[tuple[Process, str, Path, list[Step]]]:
             name = str(event.data.get("window"))
             if event.kind == "profile_window_start":
                 starts[name] = event.t
-            elif event.kind == "profile_window_end" and event.data.get("file"):
-                begin = starts.get(name, 0)
-                path = process.folder / str(event.data["file"])
-                if not path.exists():
+            elif event.kind == "profile_window_end" and "file" in event.data:
+                file = event.data["file"]
+                try:
+                    path = inside(root, process.folder, file, MAX_WINDOW_BYTES)
+                except OutsideTrace as exc:
+                    warn(run, f"{_where(run, process, name)}: {exc.message}; skipped")
                     continue
+                begin = starts.get(name, 0)
                 steps = [s for s in profiled.get(process.pid, []) if begin <= s.start_t <= event.t]
-                result.append((process, str(event.data["file"]), path, steps))
+                result.append((process, str(file), path, steps))
     return result
+
+
+_windows = window_files
 
 
 def cut_window(
