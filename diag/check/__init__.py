@@ -15,6 +15,7 @@ from diag.check.policy import Policy
 from diag.check.rules import trace_rules
 from diag.check.verdict import Verdict
 from diag.errors import DiagError
+from diag.inputs import input_warnings
 from diag.trace.run import Trace, load_trace
 
 
@@ -36,10 +37,14 @@ def run_check(trace_dir: Path, policy: Policy, baseline_dir: Path | None = None)
     rules = trace_rules(trace, policy, allow)
     if baseline is not None:
         rules.extend(baseline_rules(trace, baseline, policy, allow))
+    warnings = input_warnings(trace)
+    if baseline is not None:
+        warnings += [f"baseline: {w}" for w in input_warnings(baseline)]
     return Verdict(
         trace=str(trace_dir),
         policy=policy.source,
         baseline=str(baseline_dir) if baseline_dir is not None else None,
         rules=rules,
         unused_allow=allow.unused(),
+        warnings=warnings,
     )
