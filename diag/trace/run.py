@@ -505,6 +505,30 @@ def _load_process(run: RunData, events_path: Path) -> None:
         )
 
 
+#: The kinds the Run model keeps whole, as Event.data (and collector_errors): the validated
+#: event as a dict of the fields its schema lists (those given, in the schema's order).
+KEPT_WHOLE = frozenset(
+    kind
+    for kind in ev.SCHEMAS.values()
+    if kind
+    not in (
+        ev.ProcessStart,
+        ev.ProcessEnd,
+        ev.Adapter,
+        ev.PhaseChange,
+        ev.RequestStart,
+        ev.RequestEnd,
+        ev.StepStart,
+        ev.StepEnd,
+        ev.StepGpu,
+        ev.CompileStart,
+        ev.CompileEnd,
+        ev.Recompile,
+        ev.CacheEntries,
+    )
+)
+
+
 def _other_event(
     run: RunData,
     event: ev.EventBase,
@@ -570,11 +594,13 @@ def _other_event(
     elif isinstance(event, ev.Adapter):
         if process is not None:
             process.adapter = str(event.name)
-    elif isinstance(event, ev.CollectorError):
-        run.collector_errors.append(msgspec.to_builtins(event))
     elif isinstance(event, Unknown):
         run.events.append(Event(event.kind, t, pid, event.data))
-    elif not isinstance(event, (ev.CompileStart, ev.PhaseChange)):
+    elif type(event) in KEPT_WHOLE:
         data: dict[str, Any] = msgspec.to_builtins(event)
-        run.events.append(Event(data["ev"], t, pid, data))
+        data["t"] = t  # left out when 0, as every field at its default
+        if isinstance(event, ev.CollectorError):
+            run.collector_errors.append(data)
+        else:
+            run.events.append(Event(str(data["ev"]), t, pid, data))
     return process, pid

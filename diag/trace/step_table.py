@@ -135,10 +135,6 @@ class _Memory:
     max_allocated: int | None = None
 
 
-def _optional(value: float) -> float | None:
-    return None if value != value else value  # NaN marks "not known"
-
-
 class Step:
     """One step of a request: a view of its row in a StepTable.
 
@@ -213,24 +209,28 @@ class Step:
 
     @property
     def wall_s(self) -> float | None:
-        return _optional(self._table.floats[_FLOATS * self._row + WALL])
+        value = self._table.floats[_FLOATS * self._row + WALL]
+        return None if value != value else value  # NaN: not known
 
     @property
     def gpu_s(self) -> float | None:
         """The step's CUDA time (CUDA events), None when not measured."""
-        return _optional(self._table.floats[_FLOATS * self._row + GPU])
+        value = self._table.floats[_FLOATS * self._row + GPU]
+        return None if value != value else value  # NaN: not known
 
     @property
     def cpu_s(self) -> float | None:
         """The process's CPU time in the step (all threads): wall time it did not run for was
         spent waiting (the GPU, I/O) or descheduled (a loaded host). None in older traces."""
-        return _optional(self._table.floats[_FLOATS * self._row + CPU])
+        value = self._table.floats[_FLOATS * self._row + CPU]
+        return None if value != value else value  # NaN: not known
 
     @property
     def host_load(self) -> float | None:
         """Runnable tasks per CPU (1-minute load average / CPUs) when the step ended; None in
         older traces. Above 1 the host was loaded: other work waited for a CPU."""
-        return _optional(self._table.floats[_FLOATS * self._row + LOAD])
+        value = self._table.floats[_FLOATS * self._row + LOAD]
+        return None if value != value else value  # NaN: not known
 
     @property
     def memory(self) -> dict[str, int] | None:
