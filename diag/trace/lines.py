@@ -16,7 +16,7 @@ UTF-8 or a line of gigabytes (skipped past MAX_LINE_BYTES) each end as one corru
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
@@ -67,9 +67,47 @@ class Tally:
         self.first = self.first or other.first
 
 
-def read_events(path: Path, tally: Tally) -> Iterator[list[EventBase]]:
-    """The valid events of one file, in order, in lists (one per chunk read); what is skipped
-    is counted in `tally`. OSError (and OutsideTrace) as opening the file raises them."""
+class Batch(list[EventBase]):
+    """The valid events of one chunk of a file, in order, and a way back to the line each came
+    from: `written(event)` is the line as written (a dict: its key order kept, and fields this
+    diag does not list, a newer diag's, kept). Found on demand, for the few events a reader
+    keeps whole: their `{"t":T,"ev":"KIND"` prefix (how diag writes every line) searched in
+    the chunk, else the chunk split into lines once."""
+
+    def __init__(self, events: Iterable[EventBase] = (), body: bytes | None = None) -> None:
+        super().__init__(events)
+        self.body = body
+        self.lines: dict[int, dict[str, Any]] = {}  # id(event) -> its line, when decoded alone
+        self._cursor = 0
+        self._split: list[bytes] | None = None
+
+    def written(self, event: EventBase) -> dict[str, Any] | None:
+        known = self.lines.get(id(event))
+        if known is not None or self.body is None:
+            return known
+        body = self.body
+        prefix = b'{"t":%d,"ev":"%s"' % (event.t, str(event.__struct_config__.tag).encode())
+        at = body.find(prefix, self._cursor)
+        if at < 0:
+            at = body.find(prefix)
+        if at >= 0:
+            end = body.find(b"\n", at)
+            end = len(body) if end < 0 else end
+            self._cursor = end
+            found = decode_object(body[at:end])
+            return found if isinstance(found, dict) else None
+        if self._split is None:  # not diag's own writing (a hand-made trace): by position
+            self._split = body.split(b"\n")
+        for index, item in enumerate(self):
+            if item is event:
+                found = decode_object(self._split[index])
+                return found if isinstance(found, dict) else None
+        return None
+
+
+def read_events(path: Path, tally: Tally) -> Iterator[Batch]:
+    """The valid events of one file, in order, in batches (one per chunk read); what is
+    skipped is counted in `tally`. OSError (and OutsideTrace) as opening the file raises them."""
     with open_regular(path) as handle:
         number = 0  # lines before this chunk
         rest = b""
@@ -97,9 +135,10 @@ def read_events(path: Path, tally: Tally) -> Iterator[list[EventBase]]:
             number += rest.count(b"\n", 0, cut) + 1
             rest = rest[cut + 1 :]
         if rest.strip():
-            event = _line(rest, number + 1, Tally())
-            if isinstance(event, EventBase):
-                yield [event]
+            last = Batch()
+            _line(rest, number + 1, Tally(), last)
+            if last:
+                yield last
             else:
                 tally.torn += 1
 
@@ -115,46 +154,46 @@ def _skip_line(handle: Any) -> bytes | None:
             return bytes(data[cut + 1 :])
 
 
-def _chunk(body: bytes, number: int, tally: Tally) -> list[EventBase]:
+def _chunk(body: bytes, number: int, tally: Tally) -> Batch:
     """Whole lines (newline-separated, no trailing newline): one decode, else line by line."""
     try:
-        events: list[EventBase] = _CHUNK_DECODER.decode(b"[" + body.replace(b"\n", b",") + b"]")
-        return events
+        return Batch(_CHUNK_DECODER.decode(b"[" + body.replace(b"\n", b",") + b"]"), body)
     except (msgspec.DecodeError, RecursionError):
         pass
-    kept = []
+    kept = Batch()
     for offset, raw in enumerate(body.split(b"\n"), start=number + 1):
-        event = _line(raw, offset, tally)
-        if isinstance(event, EventBase):
-            kept.append(event)
+        _line(raw, offset, tally, kept)
     return kept
 
 
-def _line(raw: bytes, number: int, tally: Tally) -> EventBase | None:
-    """One line as its kind's Struct (or Unknown); None after counting it as corrupt (a blank
-    line is not counted)."""
+def _line(raw: bytes, number: int, tally: Tally, into: Batch) -> None:
+    """One line, as its kind's Struct (or Unknown), added to `into` with the dict it was; or
+    counted as corrupt (a blank line is not counted)."""
     if not raw.strip():
-        return None
+        return
     if len(raw) > MAX_LINE_BYTES:
         tally.skip(number, f"longer than {MAX_LINE_BYTES >> 20} MiB")
-        return None
+        return
     data = decode_object(raw)
     if isinstance(data, str):
         tally.skip(number, data)
-        return None
+        return
     kind = data.get("ev")
     if not isinstance(kind, str):
         tally.skip(number, "no event kind (`ev`)")
-        return None
+        return
     schema = SCHEMAS.get(kind)
     try:
         if schema is None:
-            return Unknown(t=msgspec.convert(data, _Time, strict=True).t, kind=kind, data=data)
-        event: EventBase = msgspec.convert(data, schema, strict=True)
-        return event
+            t = msgspec.convert(data, _Time, strict=True).t
+            event: EventBase = Unknown(t=t, kind=kind, data=data)
+        else:
+            event = msgspec.convert(data, schema, strict=True)
     except (msgspec.ValidationError, RecursionError) as exc:
         tally.skip(number, f"{kind}: {_reason(exc)}")
-        return None
+        return
+    into.append(event)
+    into.lines[id(event)] = data
 
 
 def decode_object(raw: bytes) -> dict[str, Any] | str:

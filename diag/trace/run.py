@@ -11,7 +11,6 @@ import contextlib
 import gc
 import importlib
 from array import array
-from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +34,7 @@ from diag.trace.format import (
     MANIFEST,
     RUNS_DIR,
 )
-from diag.trace.lines import Tally, Unknown, decode_object, read_events
+from diag.trace.lines import Batch, Tally, Unknown, decode_object, read_events
 from diag.trace.schema import Guard
 from diag.trace.step_table import GPU, Step, StepTable
 
@@ -414,11 +413,6 @@ def _position(event: ev.Positioned) -> tuple[str, str | None, int | None]:
     return (event.phase or "live", event.request_id, event.step)
 
 
-#: Steps whose step_end or step_gpu the reader still matches (docs/FORMAT.md: a step_gpu comes
-#: when the step's CUDA events resolved, a few steps later).
-OPEN_STEPS = 8192
-
-
 def _load_process(run: RunData, events_path: Path) -> None:
     """One process's event file into `run`: every line validated once (diag.trace.lines), its
     steps into a StepTable, each other event into the model object that holds it."""
@@ -427,25 +421,19 @@ def _load_process(run: RunData, events_path: Path) -> None:
     pid = 0
     table = StepTable()
     requests: dict[str, Request] = {}
-    # (request id, step) -> row, for the step_end and step_gpu still to come: the newest
-    # OPEN_STEPS steps (a step_gpu arrives a few steps late at most), so that a day of steps
-    # does not pile up here.
-    open_steps: dict[tuple[str, int], int] = {}
-    opened: deque[tuple[tuple[str, int], int]] = deque()
     pending_guards: dict[tuple[int, str], list[Guard]] = {}
     # Locals: this loop runs for every line of a day-long trace.
     step_end, step_start, step_gpu = ev.StepEnd, ev.StepStart, ev.StepGpu
-    end_row, add_row, pop_row, get_row = table.end, table.add, open_steps.pop, open_steps.get
+    end_row, add_row, get_request = table.end, table.add, requests.get
     try:
         for batch in read_events(events_path, tally):
             for event in batch:
                 kind = type(event)
                 if kind is step_end:
                     assert isinstance(event, step_end)
-                    rid = event.request_id
-                    step = event.step
-                    row = get_row(("None" if rid is None else rid, -1 if step is None else step))
-                    if row is not None:
+                    found = get_request("None" if event.request_id is None else event.request_id)
+                    row = -1 if found is None else table.find(found._rows, event.step)
+                    if row >= 0:
                         end_row(
                             row,
                             event.t,
@@ -460,27 +448,24 @@ def _load_process(run: RunData, events_path: Path) -> None:
                     rid = event.request_id
                     if rid is None:
                         rid = "None"
-                    index = event.step or 0
-                    row = add_row(
-                        rid, index, event.phase or "live", event.t, event.profiled, event.shape, pid
-                    )
-                    open_steps[(rid, index)] = row
-                    opened.append(((rid, index), row))
-                    if len(opened) > OPEN_STEPS:
-                        old, old_row = opened.popleft()
-                        if get_row(old) == old_row:
-                            del open_steps[old]
-                    found = requests.get(rid)
+                    # A step outside any request is in no request's steps: not kept.
+                    found = get_request(rid)
                     if found is not None:
+                        row = add_row(
+                            rid,
+                            event.step or 0,
+                            event.phase or "live",
+                            event.t,
+                            event.profiled,
+                            event.shape,
+                            pid,
+                        )
                         found._add_row(table, row)
                 elif kind is step_gpu:
                     assert isinstance(event, step_gpu)
-                    rid = event.request_id
-                    step = event.step
-                    row = pop_row(
-                        ("None" if rid is None else rid, -1 if step is None else step), None
-                    )
-                    if row is not None and event.gpu_s is not None:
+                    found = get_request("None" if event.request_id is None else event.request_id)
+                    row = -1 if found is None else table.find(found._rows, event.step)
+                    if row >= 0 and event.gpu_s is not None:
                         table.set(row, GPU, event.gpu_s)
                 elif isinstance(event, ev.RequestStart):
                     request = Request(
@@ -494,7 +479,7 @@ def _load_process(run: RunData, events_path: Path) -> None:
                         ended.end_t = event.t
                 else:
                     process, pid = _other_event(
-                        run, event, events_path, process, pid, pending_guards
+                        run, event, batch, events_path, process, pid, pending_guards
                     )
     except OSError as exc:
         raise DiagError(f"{events_path}: cannot read ({exc.strerror or exc})") from None
@@ -505,8 +490,8 @@ def _load_process(run: RunData, events_path: Path) -> None:
         )
 
 
-#: The kinds the Run model keeps whole, as Event.data (and collector_errors): the validated
-#: event as a dict of the fields its schema lists (those given, in the schema's order).
+#: The kinds the Run model keeps whole, as Event.data (and collector_errors): the line as
+#: written, once its schema validated it.
 KEPT_WHOLE = frozenset(
     kind
     for kind in ev.SCHEMAS.values()
@@ -532,6 +517,7 @@ KEPT_WHOLE = frozenset(
 def _other_event(
     run: RunData,
     event: ev.EventBase,
+    batch: Batch,
     events_path: Path,
     process: Process | None,
     pid: int,
@@ -597,8 +583,10 @@ def _other_event(
     elif isinstance(event, Unknown):
         run.events.append(Event(event.kind, t, pid, event.data))
     elif type(event) in KEPT_WHOLE:
-        data: dict[str, Any] = msgspec.to_builtins(event)
-        data["t"] = t  # left out when 0, as every field at its default
+        data = batch.written(event)  # the line as written: a newer diag's fields kept too
+        if data is None:  # not found again (cannot happen for a line that decoded): the event
+            data = msgspec.to_builtins(event)
+            data["t"] = t
         if isinstance(event, ev.CollectorError):
             run.collector_errors.append(data)
         else:

@@ -112,6 +112,22 @@ class StepTable:
             value = memory.max_allocated
             figures[base + 2] = _NONE_BYTES if value is None else value
 
+    def find(self, rows: array[int] | None, index: int | None) -> int:
+        """The newest of `rows` (a request's) holding step `index`, or -1. A step_end and
+        step_gpu name the step by request and index; theirs is the last or nearly (a step_gpu
+        comes a few steps late), so the search runs from the end."""
+        if not rows or index is None:
+            return -1
+        ints = self.ints
+        row = rows[-1]
+        if ints[_INTS * row + 1] == index:
+            return row
+        for position in range(len(rows) - 2, -1, -1):
+            row = rows[position]
+            if ints[_INTS * row + 1] == index:
+                return row
+        return -1
+
     def set(self, row: int, column: int, value: float | None) -> None:
         """One of the floats (WALL, GPU, CPU, LOAD); None: not known."""
         self.floats[_FLOATS * row + column] = math.nan if value is None else value
