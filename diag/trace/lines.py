@@ -210,6 +210,8 @@ def decode_object(raw: bytes) -> dict[str, Any] | str:
         except RecursionError:
             return "nested too deep"
         except ValueError as exc:  # JSONDecodeError, or an integer of more than 4300 digits
+            if "integer string conversion" in str(exc):
+                return "an integer of more than 4300 digits"
             return f"not JSON ({_reason(exc)})"
     return data if isinstance(data, dict) else "not a JSON object"
 
