@@ -61,11 +61,6 @@ class Tally:
         if self.first is None:
             self.first = f"line {number}: {why}"
 
-    def add(self, other: Tally) -> None:
-        self.corrupt += other.corrupt
-        self.torn += other.torn
-        self.first = self.first or other.first
-
 
 class Batch(list[EventBase]):
     """The valid events of one chunk of a file, in order, and a way back to the line each came
