@@ -26,6 +26,7 @@ from diag.causes import recompile_cause, recompile_claim
 from diag.findings import Finding
 from diag.frames import label as frame_label
 from diag.guards import condition_text
+from diag.libraries import in_torch_shortened
 from diag.trace.run import Compile, Frame, Guard, RunData, Trace
 
 from .common import id_suffix as _id_suffix
@@ -466,7 +467,8 @@ def _with_tree_line(run: RunData, guard: Guard, group: _Group) -> Guard:
             continue
         sources = event.data.get("sources")
         where = sources.get(guard.source) if isinstance(sources, dict) else None
-        if isinstance(where, str) and where:
+        # A line in torch's own code (a wrapper's closure) is no line of the user's.
+        if isinstance(where, str) and where and not in_torch_shortened(where):
             return msgspec.structs.replace(guard, user_location=where)
     return guard
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
+#: diag itself failed (a bug): one line on stderr, and never 1, which `diag check` uses for a
+#: violated policy, so that CI cannot read a crash of diag as a verdict.
+EXIT_INTERNAL = 3
 
 
 class DiagError(Exception):

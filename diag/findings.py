@@ -9,6 +9,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from diag.printable import printable
+
 if TYPE_CHECKING:
     from diag.status import Visibility
 
@@ -96,7 +98,7 @@ def findings_to_text(
             )
         else:
             lines.append(_no_findings(visibility))
-        return "\n".join(lines)
+        return printable("\n".join(lines))
     from diag.grouping import group_note, related_lines
 
     shown = {f.id for f in findings}
@@ -120,7 +122,8 @@ def findings_to_text(
         from diag.status import not_seen_summary
 
         lines.append(f"not seen: {not_seen_summary(visibility)} (see the notices above)")
-    return "\n".join(lines)
+    # Trace strings (frame names, guards, reasons) reach a terminal: escape what is not text.
+    return printable("\n".join(lines))
 
 
 def _no_findings(visibility: Visibility | None) -> str:

@@ -107,12 +107,17 @@ def _check_kineto_path(path: Path) -> None:
 
 def input_warnings(trace: Trace) -> list[str]:
     """What the reader skipped or could not see, one line each: a TORCH_TRACE import's damage
-    counts, and the notices of a Kineto file's reader (what the trace does not hold)."""
+    counts, the notices of a Kineto file's reader (what the trace does not hold), and what
+    reading a trace directory skipped (corrupt event lines, a Kineto window that is not a
+    readable file inside the trace). Complete once the windows were read (after analyze)."""
     warnings: list[str] = []
     imported = trace.manifest.get("torch_trace")
     if isinstance(imported, dict):
         warnings.extend(str(w) for w in imported.get("warnings", []))
     warnings.extend(str(w) for w in trace.manifest.get("warnings", []))
+    for label, run in trace.runs.items():
+        prefix = f"{label} (--against): " if label == "against" else ""
+        warnings.extend(prefix + w for w in run.warnings)
     return warnings
 
 

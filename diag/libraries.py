@@ -13,6 +13,9 @@ because libraries hold folders named like other libraries (diffusers' `models/tr
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import os
 import re
 from dataclasses import dataclass
 
@@ -75,3 +78,25 @@ def _locate(path: str | None) -> tuple[Library, str] | None:
         if library is not None:
             return library, "/".join(parts[index:])
     return None
+
+
+def in_torch_shortened(location: str | None) -> bool:
+    """True when `location` (`utils/_contextlib.py:119`) is torch's own file as torch's guard
+    comments write it: relative to torch's package folder. Decided by the file's presence in
+    the torch installed here (found without importing torch); False when torch is not here or
+    the path is absolute (then `library_of` decides)."""
+    if not location or location.startswith("/"):
+        return False
+    file = location.rsplit(":", 1)[0]
+    root = _torch_folder()
+    return root is not None and os.path.isfile(os.path.join(root, file))
+
+
+@functools.cache
+def _torch_folder() -> str | None:
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        return None
+    origin = spec.origin if spec is not None else None
+    return os.path.dirname(origin) if origin else None

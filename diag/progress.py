@@ -11,6 +11,8 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
+from diag.printable import printable
+
 ProgressCallback = Callable[[int, int], None]
 
 _WIDTH = 30
@@ -52,6 +54,7 @@ class ProgressBar:
         fraction = min(1.0, done / total) if total > 0 else 0.0
         filled = int(fraction * _WIDTH)
         bar = "#" * filled + "-" * (_WIDTH - filled)
-        self.stream.write(f"\r\x1b[2K{self.label} [{bar}] {fraction:4.0%} {item}"[:160])
+        line = printable(f"{self.label} [{bar}] {fraction:4.0%} {item}", one_line=True)
+        self.stream.write(f"\r\x1b[2K{line}"[:160])
         self.stream.flush()
         self._drawn = True

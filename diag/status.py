@@ -414,12 +414,9 @@ def _teardown_notice(trace: Trace, status: RecordingStatus) -> Notice | None:
 
 
 def bootstrap_errors(run: RunData) -> list[str]:
-    path = run.folder / BOOTSTRAP_ERRORS
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
-    except OSError:
-        return []
-    return [line for line in text.splitlines() if line.strip()]
+    from diag.summary import read_notes
+
+    return read_notes(run.folder, run.root)
 
 
 def _run_exit(trace: Trace, label: str) -> dict[str, Any] | None:

@@ -6,7 +6,6 @@ truncated last line (a process killed mid-write) is skipped.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,14 +13,16 @@ from typing import Any
 
 import msgspec
 
+from diag.printable import printable
+from diag.trace import schema as ev
+from diag.trace.confine import MAX_NOTES_BYTES, OutsideTrace, checked_file, read_small
 from diag.trace.format import BOOTSTRAP_ERRORS, EVENTS_FILE, RUNS_DIR, process_event_files
+from diag.trace.lines import Tally, Unknown, decode_object, read_events
 
 
 def iter_events(path: Path) -> Iterator[dict[str, Any]]:
-    """Each event of a JSONL event file; a torn or corrupt line (a killed writer) is skipped.
-
-    msgspec decodes a line about twice as fast as json, which is most of `diag check`'s time on
-    a large trace."""
+    """Each event of a JSONL event file as the dict written, when it is valid against its
+    kind's schema (diag.trace.schema); a torn or corrupt line is skipped."""
     with open(path, "rb") as handle:
         for line in handle:
             event = decode_event(line)
@@ -29,22 +30,31 @@ def iter_events(path: Path) -> Iterator[dict[str, Any]]:
                 yield event
 
 
-def _process_events(events_path: Path) -> Iterator[dict[str, Any]]:
-    """One process's events: its events.jsonl, then its retained step segments in order."""
-    for path in process_event_files(events_path):
-        yield from iter_events(path)
-
-
 def decode_event(line: bytes) -> dict[str, Any] | None:
-    """One event line as a dict, or None for a torn or corrupt line."""
+    """One event line as the dict written, or None for a torn or corrupt line."""
+    event = decode_object(line)
+    if isinstance(event, str):
+        return None
+    schema = ev.SCHEMAS.get(str(event.get("ev")))
     try:
-        event = msgspec.json.decode(line)
-    except msgspec.DecodeError:
-        try:  # invalid UTF-8 inside a string, NaN...: read it as the json module would
-            event = json.loads(line.decode("utf-8", errors="replace"))
-        except json.JSONDecodeError:
-            return None
-    return event if isinstance(event, dict) else None
+        if schema is not None:
+            msgspec.convert(event, schema, strict=True)
+    except (msgspec.ValidationError, RecursionError):
+        return None
+    return event
+
+
+def read_notes(run_path: Path, root: Path | None = None) -> list[str]:
+    """The lines of a run's bootstrap-errors.txt (none when absent), read only when it is a
+    regular file inside the trace (diag.trace.confine)."""
+    path = run_path / BOOTSTRAP_ERRORS
+    if not path.exists():
+        return []
+    try:
+        text = read_small(root or run_path, path, MAX_NOTES_BYTES, BOOTSTRAP_ERRORS)
+    except OutsideTrace:
+        return []
+    return [line for line in text.decode("utf-8", "replace").splitlines() if line.strip()]
 
 
 @dataclass
@@ -101,7 +111,7 @@ class RunSummary:
         if self.collector_errors:
             text.append(f"  {self.collector_errors} collector error(s): see collector_error events")
         text.extend(f"  bootstrap error: {line}" for line in self.bootstrap_errors[:3])
-        return text
+        return [printable(line, one_line=True) for line in text]
 
     def _skipped_text(self) -> str:
         if not self.windows_skipped:
@@ -199,64 +209,63 @@ def _helper_name(pid: int, argv: object, parent_of_ranks: bool) -> str:
     return f"a helper process ({program}, pid {pid}"
 
 
-def summarize_run(run_path: Path) -> RunSummary:
+def summarize_run(run_path: Path, root: Path | None = None) -> RunSummary:
     summary = RunSummary(run_path.name)
-    errors = run_path / BOOTSTRAP_ERRORS
-    if errors.exists():
-        summary.bootstrap_errors = errors.read_text(encoding="utf-8", errors="replace").splitlines()
-    starts: dict[int, dict[str, Any]] = {}  # pid -> its process_start
+    root = root or run_path.parent.parent
+    summary.bootstrap_errors = read_notes(run_path, root)
+    starts: dict[int, ev.ProcessStart] = {}  # pid -> its process_start
     idle: list[int] = []  # pids that served no request
     for events_path in sorted(run_path.glob(f"*/{EVENTS_FILE}")):
         summary.processes += 1
         before = (dict(summary.requests), dict(summary.steps))
-        start: dict[str, Any] = {}
-        for event in _process_events(events_path):
-            kind = event.get("ev")
-            phase = "warmup" if event.get("phase") == "warmup" else "live"
-            if kind == "process_start":
-                start = event
-            elif kind == "adapter":
-                summary.adapters.add(str(event.get("name")))
-            elif kind == "request_start":
-                summary.requests[phase] += 1
-            elif kind == "step_end":
+        start: ev.ProcessStart | None = None
+        for event in _events(root, events_path):
+            phase = "warmup" if getattr(event, "phase", None) == "warmup" else "live"
+            live = (
+                getattr(event, "phase", None) == "live"
+                and getattr(event, "request_id", None) is not None
+            )
+            if isinstance(event, ev.StepEnd):
                 summary.steps[phase] += 1
-            elif kind == "compile_end":
+            elif isinstance(event, ev.ProcessStart):
+                start = event
+            elif isinstance(event, ev.Adapter):
+                summary.adapters.add(str(event.name))
+            elif isinstance(event, ev.RequestStart):
+                summary.requests[phase] += 1
+            elif isinstance(event, ev.CompileEnd):
                 summary.compiles += 1
-                if event.get("phase") == "live" and event.get("request_id") is not None:
-                    summary.live_compiles += 1
-            elif kind == "recompile":
-                if event.get("phase") == "live" and event.get("request_id") is not None:
-                    summary.live_recompiles += 1
-            elif kind == "recompile_limit":
+                summary.live_compiles += live
+            elif isinstance(event, ev.Recompile):
+                summary.live_recompiles += live
+            elif isinstance(event, ev.RecompileLimit):
                 summary.limit_hits += 1
-            elif kind == "graph_break":
+            elif isinstance(event, ev.GraphBreak):
                 summary.graph_breaks += 1
-            elif kind == "profile_window_end":
+            elif isinstance(event, ev.ProfileWindowEnd):
                 summary.profile_windows += 1
-            elif kind == "profile_window_skipped":
-                summary.windows_skipped.append(str(event.get("reason") or "?"))
-            elif kind == "magi_compile":
+            elif isinstance(event, ev.MagiCompile):
                 summary.magi_compile = True
-            elif kind == "magi_compile_end":
+            elif isinstance(event, ev.MagiCompileEnd):
                 summary.magi_compiles += 1
-            elif kind == "magi_guard_check" and not event.get("ok"):
+            elif isinstance(event, ev.MagiGuardCheck) and not event.ok:
                 summary.magi_guard_failures += 1
-            elif kind == "collector_error":
+            elif isinstance(event, ev.CollectorError):
                 summary.collector_errors += 1
-            elif kind == "steps_dropped":
-                dropped = event.get("steps")
+            elif isinstance(event, Unknown) and event.kind == "profile_window_skipped":
+                summary.windows_skipped.append(str(event.data.get("reason") or "?"))
+            elif isinstance(event, Unknown) and event.kind == "steps_dropped":
+                dropped = event.data.get("steps")
                 summary.steps_dropped += dropped if isinstance(dropped, int) else 0
-        pid = start.get("pid")
-        if isinstance(pid, int):
-            starts[pid] = start
+        pid = start.pid if start is not None else None
+        if start is not None:
+            starts[start.pid] = start
         requests = {k: summary.requests[k] - before[0][k] for k in summary.requests}
         steps = {k: summary.steps[k] - before[1][k] for k in summary.steps}
-        if any(requests.values()) or any(steps.values()) or not isinstance(pid, int):
-            rank = start.get("rank")
+        if any(requests.values()) or any(steps.values()) or pid is None:
             summary.served.append(
                 (
-                    rank if isinstance(rank, int) else None,
+                    start.rank if start is not None else None,
                     requests["live"],
                     steps["live"],
                     requests["warmup"],
@@ -265,15 +274,26 @@ def summarize_run(run_path: Path) -> RunSummary:
             )
         else:
             idle.append(pid)
-    parents = {s.get("ppid") for pid, s in starts.items() if pid not in idle}
-    spawned = {s.get("ppid") for s in starts.values()}
+    parents = {s.ppid for pid, s in starts.items() if pid not in idle}
+    spawned = {s.ppid for s in starts.values()}
     for pid in idle:
         start = starts[pid]
         # A process that ran no model is a helper only beside others (the launcher of the
         # ranks, a worker): a program alone that reported no steps is the program itself.
-        if start.get("rank") is None and len(starts) > 1 and (pid in spawned or not summary.served):
-            summary.helpers.append((pid, _helper_name(pid, start.get("argv"), pid in parents)))
+        if start.rank is None and len(starts) > 1 and (pid in spawned or not summary.served):
+            summary.helpers.append((pid, _helper_name(pid, start.argv, pid in parents)))
     return summary
+
+
+def _events(root: Path, path: Path) -> Iterator[ev.EventBase]:
+    """The valid events of one event file inside the trace; nothing when it cannot be read."""
+    try:
+        checked_file(root, path, None, "event file")
+        for file in process_event_files(path):
+            for batch in read_events(file, Tally()):
+                yield from batch
+    except (OSError, OutsideTrace):
+        return
 
 
 def summarize(trace_dir: Path) -> list[RunSummary]:
@@ -285,11 +305,11 @@ def process_versions(trace_dir: Path) -> dict[str, Any]:
     """Versions the child reported (python, torch, CUDA, triton, diag) and the GPU it used."""
     versions: dict[str, Any] = {}
     for events_path in sorted((trace_dir / RUNS_DIR).glob(f"*/*/{EVENTS_FILE}")):
-        for event in iter_events(events_path):
-            if event.get("ev") == "process_start" and not versions:
-                versions.update(event.get("versions") or {})
-            elif event.get("ev") == "process_end" and event.get("gpu"):
-                versions["gpu"] = event["gpu"]
+        for event in _events(trace_dir, events_path):
+            if isinstance(event, ev.ProcessStart) and not versions:
+                versions.update(event.versions)
+            elif isinstance(event, ev.ProcessEnd) and event.gpu:
+                versions["gpu"] = event.gpu
         if versions.get("gpu"):
             break
     versions.setdefault("gpu", None)

@@ -342,3 +342,162 @@ def damaged_inputs(seed: int = 1, count: int = 1000) -> Iterator[Damaged]:
             if gz:
                 damaged, suffix = gzip.compress(damaged, mtime=0), suffix + ".gz"
         yield Damaged(f"{number:04d}-{name.split('.')[0]}-{label}", reader, suffix, damaged)
+
+
+# --- events.jsonl: type confusion over every event kind's fields ------------------------------
+
+H200 = Path(__file__).resolve().parent / "data" / "h200"
+LIGHTX2V = Path(__file__).resolve().parent / "data" / "lightx2v"
+#: The fuzzed trace: the compiled run of a real H200 recording (a warmup, live requests, a live
+#: recompile, profile windows), then one line of every other event kind from the committed
+#: recordings that hold it (magi, CUDA graphs, a crash, LightX2V's config).
+EVENT_BASE = H200 / "record-wan-routing"
+EVENT_DONORS = (
+    H200 / "magi-guard-bypass",
+    H200 / "magi-compile-sizes",
+    H200 / "magi-specialized-dim",
+    H200 / "cudagraph-rerecord-logged",
+    H200 / "record-cudagraph-overwrite",
+    LIGHTX2V / "warm-width",
+)
+#: Kinds no committed recording holds (docs/FORMAT.md gives their fields), written as the
+#: collectors write them.
+_POSITION = {"phase": "live", "request_id": "r0", "step": 0}
+_FRAME = {"name": "block_forward", "file": "/srv/model/blocks.py", "line": 87}
+HAND_WRITTEN_EVENTS: tuple[dict[str, Any], ...] = (
+    {"ev": "graph_break", "compile_id": "0/1", "epoch": 0, "reason": "call to print",
+     "user_location": "/srv/model/blocks.py:90", "raw": "Graph break: print", **_POSITION},
+    {"ev": "cudagraph_skip", "compile_id": "0/1", "message": "skipping cudagraphs due to "
+     "mutated inputs", **_POSITION},
+    {"ev": "traced_code", "compile_id": "0/1", "attempt": 0, "epoch": 0, "at": "graph_break",
+     "codes": [{"name": "load", "file": "/srv/kernels.py", "line": 3, "module": "kernels",
+                "boundary": "functools.lru_cache", "count": 1}],
+     "chain": [{"name": "forward", "file": "/srv/model/blocks.py", "line": 88,
+                "module": "model.blocks", "boundary": None}], **_POSITION},
+    {"ev": "recompile_limit", "compile_id": "0/8", "epoch": 0, "frame": _FRAME,
+     "reason": "hit config.recompile_limit (8)", **_POSITION},
+    {"ev": "eager_fallback", "frame": _FRAME, **_POSITION},
+    {"ev": "dynamo_reset", "epoch": 1},
+    {"ev": "collector_error", "where": "steps.end", "error": "RuntimeError: x",
+     "traceback": "Traceback (most recent call last):\n  ..."},
+    {"ev": "collectors_paused", "paused": True},
+    {"ev": "collectors_paused", "paused": False},
+)  # fmt: skip
+#: Values put where a known field goes: strings, huge and negative numbers, non-finite
+#: floats, containers, escapes; RAW ones are JSON text json.dumps cannot write.
+_RAW_DEEP = "[" * 10_000 + "]" * 10_000
+_RAW_VALUES = ("1e999", "-1e999", "9" * 5000, "-" + "9" * 5000, _RAW_DEEP, "NaN", "Infinity")
+_EVENT_VALUES: tuple[Any, ...] = (
+    *_ODD_VALUES,
+    -(2**63),
+    2**63,
+    2**64 + 1,
+    1.5,
+    -0.5,
+    float("inf"),
+    float("nan"),
+    [[[]]],
+    {"a": {"b": [1, "x"]}},
+    [None, {"k": []}],
+    "x" * 100_000,
+    "\x1b[2J\x1b]0;PWNED\x07",
+    "../../../etc/passwd",
+    "/dev/zero",
+)
+_MANIFEST_KEYS = (
+    "format", "version", "status", "command", "cwd", "started", "ended", "host",
+    "launcher_pid", "options", "versions", "runs", "diag_version",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ConfusedTrace:
+    name: str
+    manifest: bytes
+    events: bytes
+
+
+def event_base() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The fuzzed trace's manifest and its event lines (one process)."""
+    manifest = json.loads((EVENT_BASE / "manifest.json").read_text(encoding="utf-8"))
+    path = next((EVENT_BASE / "runs" / "compiled").glob("*/events.jsonl"))
+    events = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    kinds = {e["ev"] for e in events}
+    for donor in EVENT_DONORS:
+        for file in sorted(donor.glob("runs/*/*/events.jsonl")):
+            for line in file.read_text(encoding="utf-8").splitlines():
+                event = json.loads(line)
+                if event["ev"] not in kinds:
+                    kinds.add(event["ev"])
+                    events.append(event)
+    t = max(e["t"] for e in events)
+    for offset, event in enumerate(HAND_WRITTEN_EVENTS, start=1):
+        events.append({"t": t + offset, **event})
+    return manifest, events
+
+
+def _odd(rng: random.Random) -> tuple[Any, str | None]:
+    """A value for a known field: (a JSON value, None) or (a placeholder, its raw text)."""
+    if rng.random() < 0.2:
+        return "\u0000RAW\u0000", rng.choice(_RAW_VALUES)
+    return rng.choice(_EVENT_VALUES), None
+
+
+def _confuse(rng: random.Random, event: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """One known field of the event (or of a nested object in it) given an odd value."""
+    target = event
+    nested = [v for v in event.values() if isinstance(v, dict) and v]
+    nested += [i for v in event.values() if isinstance(v, list) for i in v if isinstance(i, dict)]
+    if nested and rng.random() < 0.35:
+        target = rng.choice(nested)
+    keys = [k for k in target if k != "ev"] or ["t"]
+    if target is event and rng.random() < 0.05:
+        keys = ["ev"]
+    value, raw = _odd(rng)
+    target[rng.choice(keys)] = value
+    return event, raw
+
+
+def _line(event: dict[str, Any], raw: str | None) -> bytes:
+    text = json.dumps(event, separators=(",", ":"))
+    if raw is not None:
+        text = text.replace('"\\u0000RAW\\u0000"', raw)
+    return text.encode()
+
+
+def confused_traces(seed: int = 1, count: int = 1000) -> Iterator[ConfusedTrace]:
+    """`count` copies of the event base, each with 1-3 known fields of random lines (every
+    kind in turn) given values of the wrong type or range, some whole lines that are not
+    events, and in one case of twenty a manifest field of the wrong type."""
+    rng = random.Random(seed)
+    manifest, events = event_base()
+    by_kind: dict[str, list[int]] = {}
+    for index, event in enumerate(events):
+        by_kind.setdefault(event["ev"], []).append(index)
+    kinds = sorted(by_kind)
+    for number in range(count):
+        lines = [json.dumps(e, separators=(",", ":")).encode() for e in events]
+        labels = []
+        for turn in range(rng.randint(1, 3)):
+            kind = kinds[(number + turn * 7) % len(kinds)]
+            index = rng.choice(by_kind[kind])
+            if rng.random() < 0.05:
+                lines[index] = rng.choice([b"[]", b'"x"', b"1", b"{", b"null", b"{}"])
+                labels.append(f"{kind}:whole-line")
+                continue
+            event, raw = _confuse(rng, json.loads(json.dumps(events[index])))
+            lines[index] = _line(event, raw)
+            labels.append(kind)
+        manifest_bytes = json.dumps(manifest).encode()
+        if rng.random() < 0.05:
+            changed = dict(manifest)
+            key = rng.choice(_MANIFEST_KEYS)
+            value, raw = _odd(rng)
+            changed[key] = value
+            text = json.dumps(changed)
+            manifest_bytes = (
+                text.replace('"\\u0000RAW\\u0000"', raw) if raw is not None else text
+            ).encode()
+            labels.append(f"manifest.{key}")
+        name = f"{number:04d}-" + "+".join(labels)
+        yield ConfusedTrace(name, manifest_bytes, b"\n".join(lines) + b"\n")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
@@ -18,10 +17,12 @@ from textual.widgets import Footer, Input, ProgressBar, Static, TabbedContent, T
 from textual.worker import get_current_worker
 
 from diag.errors import DiagError
+from diag.printable import printable
 from diag.trace import parallel
 from diag.trace.format import RUNS_DIR
 
 from .cache import CacheView
+from .cells import Text
 from .compiles import CompilesView
 from .evidence import evidence_for
 from .kernels import KernelsView
@@ -180,7 +181,7 @@ class DiagApp(App[None]):
         self.loaded = True
         self.query_one(ProgressBar).display = False
         self.query_one("#status-text", Static).update(self._status("could not load"))
-        self.notify(message, title="diag", severity="error", markup=False, timeout=30)
+        self.notify(printable(message), title="diag", severity="error", markup=False, timeout=30)
         for pane, _ in SCREENS:
             self.view(pane).set_empty(f"could not load: {message}")
 

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rich.text import Text
-
 from diag.frames import label as frame_label
 from diag.rankset import ranks_text
 from diag.trace.run import Frame, RunData
 
-from .cells import lines, shape, text
+from .cells import Text, lines, shape, text
 from .loader import TraceData
 from .rank_groups import ranks_of
 from .table_view import Column, Row, TableView

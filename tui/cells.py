@@ -3,14 +3,31 @@
 Trace strings (frame names, guard text, kernel names, commands) are untrusted: Textual parses
 markup in plain `str` cells and labels, so a guard text like `[bold red]x[/]` or `[@click=...]`
 would be interpreted. Every such string goes through `text()`, which builds a Rich `Text`
-(never parsed as markup).
+(never parsed as markup). And a trace string may hold terminal escapes (`\x1b[2J` blanks the
+screen) that Rich passes on: every module of the UI builds its Text from `Text` below, whose
+content goes through diag.printable, so control characters show escaped.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from rich.text import Text
+from rich import text as rich_text
+from rich.style import Style
+
+from diag.printable import printable
+
+
+class Text(rich_text.Text):
+    """Rich's Text, its characters always printable (diag.printable escapes the others)."""
+
+    def __init__(self, text: str = "", *args: Any, **kwargs: Any) -> None:
+        super().__init__(printable(text), *args, **kwargs)
+
+    def append(self, text: rich_text.Text | str, style: str | Style | None = None) -> Text:
+        super().append(printable(text) if isinstance(text, str) else text, style)
+        return self
 
 
 def text(value: object, style: str = "") -> Text:

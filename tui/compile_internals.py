@@ -10,13 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.text import Text
-
 from diag.cudagraph_counts import count_text, graphs_by_compile
 from diag.shapes import sampled_dims, size_source
 from diag.trace.run import Compile, Event, RunData
 
-from .cells import seconds
+from .cells import Text, seconds
 
 _PHASES = (
     ("total_s", "total"),

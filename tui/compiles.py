@@ -11,13 +11,11 @@ import statistics
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 
-from rich.text import Text
-
 from diag.frames import label as frame_label
 from diag.rankset import ranks_text
 from diag.trace.run import Compile, RunData
 
-from .cells import field, lines, seconds, text
+from .cells import Text, field, lines, seconds, text
 from .compile_internals import compile_internals
 from .loader import TraceData
 from .rank_groups import RankGroupedView, ranks_of

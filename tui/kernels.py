@@ -11,9 +11,8 @@ from typing import Any
 
 from rich.console import Group, RenderableType
 from rich.table import Table
-from rich.text import Text
 
-from .cells import field, lines, seconds, text
+from .cells import Text, field, lines, seconds, text
 from .loader import KernelData
 from .table_view import Column, Row, TableView
 

@@ -10,9 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import RenderableType
-from rich.text import Text
 
-from .cells import field, lines, seconds, size, text
+from .cells import Text, field, lines, seconds, size, text
 from .loader import KernelData
 from .table_view import Column, Row, TableView
 

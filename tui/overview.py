@@ -7,18 +7,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import Static
 
 from diag.findings import SEVERITIES, Finding
+from diag.inputs import input_warnings
 from diag.paths import shown_location
 from diag.status import assess
 from diag.trace.run import RunData, Trace
 
-from .cells import field, lines, seconds, text
+from .cells import Text, field, lines, seconds, text
 from .evidence import evidence_for
 from .loader import TraceData
 from .messages import OpenEvidence
@@ -184,6 +184,8 @@ def metadata(trace: Trace, findings: list[Finding] | None) -> Text:
         line = Text("NOTICE ", style="bold yellow")
         line.append(f"{notice.message}. How: {notice.how}")
         notices.append(line)
+    # What the reader skipped (a corrupt line, a bad Kineto window), as analyze warns.
+    notices.extend(Text("SKIPPED ", style="bold yellow").append(w) for w in input_warnings(trace))
     head.append(f"   started: {manifest.get('started') or '?'}")
     verdict = Text("findings: ", style="bold")
     if findings is None:

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from rich.text import Text
 from textual.binding import Binding
 from textual.widgets import DataTable
 
 from diag.trace.run import RunData
 
+from .cells import Text
 from .table_view import Row, RowTable, TableView
 
 #: Runs with at least this many ranks get their rows grouped.

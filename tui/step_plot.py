@@ -11,10 +11,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from rich.text import Text
 from textual.widget import Widget
 
-from .cells import seconds
+from .cells import Text, seconds
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
 MARK = "▲"

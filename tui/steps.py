@@ -10,15 +10,14 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rich.text import Text
 from textual.app import ComposeResult
 
 from diag.perfetto.hint import step_line
 from diag.rankset import ranks_text
 from diag.trace.run import Compile, Event, RunData, Step
 
+from .cells import Text, lines, seconds, shape, size, text, yes
 from .cells import field as labelled
-from .cells import lines, seconds, shape, size, text, yes
 from .events import describe
 from .loader import TraceData
 from .rank_groups import RankGroupedView, ranks_of

@@ -12,13 +12,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rich.console import RenderableType
-from rich.text import Text
+from rich.text import Text as RichText
 from textual import events
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import DataTable, Static
 from textual.widgets.data_table import ColumnKey
 
+from .cells import Text
 from .filtering import Query, matches, parse_query
 
 
@@ -47,7 +48,7 @@ class _State:
     pending_select: str = ""  # a select asked for before the rows arrived
 
 
-class RowTable(DataTable[Text]):
+class RowTable(DataTable[RichText]):  # cells: copies of printable Text (tui/cells.py)
     """The DataTable of a TableView (a class of its own so screens can bind keys on it)."""
 
     def on_resize(self, event: events.Resize) -> None:

@@ -15,6 +15,7 @@ from diag.check.policy import Policy
 from diag.check.rules import trace_rules
 from diag.check.verdict import Verdict
 from diag.errors import DiagError
+from diag.inputs import input_warnings
 from diag.trace.run import Trace, load_trace
 
 
@@ -40,12 +41,15 @@ def run_check(
         raise DiagError("nothing to check: give TRACE_DIR, --bench DIR, or both")
     allow = Allowlist(policy.allow)
     rules = []
+    warnings: list[str] = []
     if trace_dir is not None:
         trace = load_checked(trace_dir)
         baseline = load_checked(baseline_dir, "baseline") if baseline_dir is not None else None
         rules = trace_rules(trace, policy, allow)
+        warnings = input_warnings(trace)
         if baseline is not None:
             rules.extend(baseline_rules(trace, baseline, policy, allow))
+            warnings += [f"baseline: {w}" for w in input_warnings(baseline)]
     elif baseline_dir is not None:
         raise DiagError("--baseline compares a TRACE_DIR: give one")
     if bench_dir is not None:
@@ -58,4 +62,5 @@ def run_check(
         baseline=str(baseline_dir) if baseline_dir is not None else None,
         rules=rules,
         unused_allow=allow.unused() if trace_dir is not None else [],
+        warnings=warnings,
     )

@@ -13,6 +13,7 @@ import secrets
 from typing import Any
 
 from diag.check.verdict import SKIP, RuleResult, Verdict, Violation
+from diag.printable import printable
 
 #: Enough to act on; the JSON and JUnit forms keep everything.
 SHOWN_VIOLATIONS = 10
@@ -23,11 +24,7 @@ ANNOTATIONS = 10
 
 def clean(text: str) -> str:
     """One printable line: no terminal escapes, no line breaks from the trace."""
-    if text.isprintable():
-        return text
-    return "".join(
-        c if c.isprintable() else " " if c in "\n\t\r" else f"\\x{ord(c):02x}" for c in text
-    )
+    return printable(text, one_line=True)
 
 
 def verdict_text(verdict: Verdict) -> str:
@@ -90,6 +87,7 @@ def verdict_json(verdict: Verdict, policy: dict[str, Any]) -> str:
         "policy": policy,
         "rules": [_rule_json(rule) for rule in verdict.rules],
         "unused_allow": verdict.unused_allow,
+        "warnings": verdict.warnings,
     }
     # No indent: CPython only uses its C encoder without one, and a verdict on a large trace
     # holds thousands of violations (bench/check_latency.py).

@@ -34,8 +34,8 @@ from diag.findings import Finding
 from diag.frames import label as frame_label
 from diag.paths import shown_location
 from diag.rank_merge import merge_rank_findings, merge_rank_violations, world_sizes
-from diag.status import teardown_notice, truncated_notice
-from diag.trace.format import BOOTSTRAP_ERRORS, STATUS_COMPLETE
+from diag.status import bootstrap_errors, teardown_notice, truncated_notice
+from diag.trace.format import STATUS_COMPLETE
 from diag.trace.run import Compile, Frame, RunData, Trace
 
 LIVE_COMPILE = "live-compile"
@@ -104,9 +104,17 @@ def recording_rule(trace: Trace, policy: Policy) -> RuleResult:
                     key=f"recording:collector-errors:{run.label}",
                 )
             )
-        errors = run.folder / BOOTSTRAP_ERRORS
-        if errors.is_file():
-            lines = errors.read_text(encoding="utf-8", errors="replace").splitlines()
+        if run.corrupt_lines:
+            result.violations.append(
+                Violation(
+                    f"{run.corrupt_lines} corrupt event line(s) in run {run.label} were skipped: "
+                    "what they recorded was not checked",
+                    [w for w in run.warnings if "corrupt line" in w][:3],
+                    key=f"recording:corrupt-lines:{run.label}",
+                )
+            )
+        lines = bootstrap_errors(run)
+        if lines:
             result.violations.append(
                 Violation(
                     f"diag's collectors could not start in run {run.label}: nothing was recorded "

@@ -52,6 +52,8 @@ class Verdict:
     baseline: str | None
     rules: list[RuleResult]
     unused_allow: list[str] = field(default_factory=list)  # entries that matched nothing
+    #: What reading the trace (and the baseline) skipped, one line each (diag.inputs).
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:

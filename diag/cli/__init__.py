@@ -13,7 +13,8 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from diag import __version__
-from diag.errors import EXIT_USAGE, DiagError
+from diag.errors import EXIT_INTERNAL, EXIT_USAGE, DiagError
+from diag.printable import printable
 
 
 class Command(Protocol):
@@ -51,7 +52,8 @@ def build_parser(commands: dict[str, Command]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="diag",
         description="Diagnostics for torch.compile'd diffusion-transformer inference.",
-        epilog="exit codes: 0 success, 1 a check failed, 2 usage error or unreadable input",
+        epilog="exit codes: 0 success, 1 a check failed, 2 usage error or unreadable input, "
+        "3 internal error (a bug in diag; DIAG_DEBUG=1 shows its traceback)",
     )
     parser.add_argument("--version", action="version", version=f"diag {__version__}")
     subparsers = parser.add_subparsers(dest="subcommand", metavar="COMMAND")
@@ -74,7 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return commands[args.subcommand].run(args)
     except DiagError as exc:
-        print(f"diag: error: {exc.message}", file=sys.stderr)
+        print(f"diag: error: {printable(exc.message, one_line=True)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("diag: interrupted", file=sys.stderr)
@@ -84,6 +86,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141
+    except Exception as exc:  # a bug in diag: one line and its own code, never a verdict
+        if os.environ.get("DIAG_DEBUG"):
+            raise
+        what = printable(f"{type(exc).__name__}: {exc}", one_line=True)[:300]
+        print(
+            f"diag: internal error: {what} (a bug in diag; DIAG_DEBUG=1 shows the traceback)",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL
 
 
 def entry_point() -> None:

@@ -50,6 +50,7 @@ class AnalyzeCommand:
         from diag.analysis import analyze, analyzer_names, check_names
         from diag.findings import findings_to_json, findings_to_text
         from diag.inputs import input_warnings, open_input
+        from diag.printable import print_warnings, printable
         from diag.status import assess, status_lines
 
         if args.list:
@@ -59,17 +60,17 @@ class AnalyzeCommand:
         trace = open_input(
             args.trace, against=args.against, torch_trace=args.torch_trace, kineto=args.kineto
         )
-        warnings = input_warnings(trace)
-        for warning in warnings:
-            print(f"diag: warning: {warning}", file=sys.stderr)
         findings = analyze(trace, args.only)
+        # After the analysis: reading Kineto windows can skip one (diag.trace.profiles).
+        warnings = input_warnings(trace)
+        print_warnings(warnings)
         visibility = assess(trace)
         source = args.trace or args.torch_trace or args.kineto
         if args.json:
             print(findings_to_json(findings, str(source), warnings, visibility))
         elif warnings and not findings:
             # Not "No findings: ... no problem was detected": the reader said what it missed.
-            print("\n".join([*status_lines(visibility), ""]))
+            print(printable("\n".join([*status_lines(visibility), ""])))
             print("No findings in what could be read; see the warnings above.")
         else:
             print(findings_to_text(findings, visibility, args.only))

@@ -15,6 +15,7 @@ exit codes:
   0  every rule passed
   1  the policy was violated (each violation is listed with its evidence)
   2  usage error, bad policy, or unreadable trace directory (one line on stderr)
+  3  internal error: diag itself failed (a bug; one line on stderr), no verdict
 """
 
 
@@ -65,9 +66,11 @@ class CheckCommand:
         from diag.check.junit import write_junit
         from diag.check.policy import find_policy
         from diag.check.render import verdict_github, verdict_json, verdict_text
+        from diag.printable import print_warnings
 
         policy = find_policy(args.policy, Path.cwd())
         verdict = run_check(args.trace, policy, args.baseline, args.bench)
+        print_warnings(verdict.warnings)
         if args.junit is not None:
             write_junit(verdict, args.junit)
         if args.format == "json":

@@ -39,7 +39,8 @@ class ReportCommand:
     def run(self, args: argparse.Namespace) -> int:
         from diag.analysis import analyze
         from diag.errors import DiagError
-        from diag.inputs import open_input
+        from diag.inputs import input_warnings, open_input
+        from diag.printable import print_warnings
         from diag.report.build import build_report, default_output, write_report
 
         output: Path = args.output or default_output(args.trace)
@@ -53,6 +54,7 @@ class ReportCommand:
         findings = analyze(trace)
         report = build_report(trace, findings, hta=not args.no_hta)
         write_report(report, output)
+        print_warnings(input_warnings(trace))  # in the report's header too
         size = len(report.html.encode("utf-8")) / 1e6
         failed = [s.title for s in report.sections if s.error]
         print(f"wrote {output} ({size:.1f} MB, {len(findings)} finding(s))")

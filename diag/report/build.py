@@ -12,6 +12,7 @@ from typing import Any
 from diag import __version__
 from diag.errors import DiagError
 from diag.findings import Finding
+from diag.inputs import input_warnings
 from diag.perfetto.hint import PERFETTO_UI, export_command
 from diag.report.html import Header, Section, render_page
 from diag.report.plot import Limits
@@ -85,6 +86,7 @@ def _header(trace: Trace, hta_asked: bool, hta_used: bool) -> Header:
     if not visibility.status.complete:
         facts.append(("recording", visibility.status.detail))
     facts.extend(("not seen", f"{n.message}. How: {n.how}") for n in visibility.notices)
+    facts.extend(("skipped", warning) for warning in input_warnings(trace))
     if manifest.get("started"):
         facts.append(
             ("recorded", f"{_text(manifest.get('started'))} .. {_text(manifest.get('ended'))}")

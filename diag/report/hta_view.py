@@ -60,16 +60,11 @@ def hta_available() -> bool:
 
 
 def window_files(run: RunData) -> list[tuple[Process, str, Path]]:
-    """(process, window file relative to the run folder, path) for every window written."""
-    found = []
-    for process in run.processes:
-        for event in run.events:
-            if event.pid == process.pid and event.kind == "profile_window_end":
-                name = event.data.get("file")
-                if isinstance(name, str) and (process.folder / name).is_file():
-                    relative = f"{process.folder.name}/{name}"
-                    found.append((process, relative, process.folder / name))
-    return found
+    """(process, window file relative to the run folder, path) for every window written that
+    the reader accepts (diag.trace.profiles: a regular file inside the trace)."""
+    from diag.trace.profiles import window_files as windows
+
+    return [(p, f"{p.folder.name}/{name}", path) for p, name, path, _ in windows(run)]
 
 
 def hta_breakdown(run: RunData, max_windows: int = MAX_WINDOWS) -> HtaResult:
@@ -141,8 +136,7 @@ def _diag_kernel_total(run: RunData, process: Process, path: Path) -> tuple[floa
     """diag's own sum of kernel durations (us) in the window, and the window's platform."""
     try:
         cache = importlib.import_module("diag.trace.kinetocache")
-        cache_dir = run.cache_dir / process.folder.name if run.cache_dir else None
-        parsed = cache.load_kineto(path, cache_dir, None)
+        parsed = cache.load_kineto(path, run.window_cache(process), None)
     except Exception:  # the HTA section must not depend on diag's parser
         return None, "unknown"
     total = sum(a.dur for a in parsed.activities if a.kind == "kernel")

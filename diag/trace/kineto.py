@@ -36,6 +36,7 @@ from typing import Any, BinaryIO, NamedTuple, TypeVar, Union, cast
 import msgspec
 
 from diag.errors import DiagError
+from diag.trace.confine import MAX_WINDOW_JSON_BYTES, open_regular
 
 # Bump when the parsed result changes for the same input: it invalidates derived caches.
 PARSER_VERSION = 3
@@ -377,7 +378,8 @@ class _Source:
     def __init__(self, path: Path) -> None:
         self.path = path
         try:
-            self.raw: BinaryIO = open(path, "rb")  # noqa: SIM115 (closed in close())
+            # Never a plain open(): a FIFO would block it, and a device has no end.
+            self.raw: BinaryIO = open_regular(path)
         except FileNotFoundError:
             raise DiagError(f"{path}: no such file") from None
         except IsADirectoryError:
@@ -400,9 +402,16 @@ class _Source:
                 pieces: Iterator[bytes] = _inflated(self.raw, _INFLATE)
             else:
                 pieces = iter(functools.partial(self.raw.read, _CHUNK), b"")
+            inflated = 0
             for data in pieces:
                 if self._stop.is_set():
                     return
+                inflated += len(data)
+                if inflated > MAX_WINDOW_JSON_BYTES:
+                    raise DiagError(
+                        f"{self.path}: holds more than {MAX_WINDOW_JSON_BYTES >> 30} GiB of JSON "
+                        "(diag's limit for one profiler trace)"
+                    )
                 self._offer((data, self.raw.tell()))
             self._offer((b"", self.raw.tell()))
         except BaseException as exc:  # handed to the reading thread, which raises it

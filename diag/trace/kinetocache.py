@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from diag.trace.confine import OutsideTrace, open_regular
 from diag.trace.format import CACHE_DIR
 from diag.trace.kineto import (
     PARSER_VERSION,
@@ -253,7 +254,7 @@ def _file_name(relative: str) -> str:
 
 
 def _header(path: Path, relative: str) -> _Header:
-    with open(path, "rb") as handle:
+    with open_regular(path) as handle:
         info = os.fstat(handle.fileno())
         head = handle.read(_HEAD_BYTES)
     return _Header(
@@ -273,7 +274,9 @@ def _read(target: Path, expected: _Header) -> KinetoTrace | None:
     the copy was 85 MB of fresh pages to fault in, for bytes that are only read once.
     """
     try:
-        with open(target, "rb") as handle:
+        # diag writes cache files by rename, never as links: a symlink, FIFO or device here
+        # is not its cache, and is not followed or waited on.
+        with open_regular(target, follow=False) as handle:
             prefix = handle.read(len(MAGIC) + _LENGTH.size)
             if len(prefix) != len(MAGIC) + _LENGTH.size or not prefix.startswith(MAGIC):
                 return None
@@ -293,7 +296,15 @@ def _read(target: Path, expected: _Header) -> KinetoTrace | None:
         trace.activities = _activities(cached.strings, cached.columns)
         trace.cpu_ops = _cpu_ops(cached.ops)
         return trace
-    except (OSError, msgspec.MsgspecError, ValueError, TypeError, IndexError, BufferError):
+    except (
+        OSError,
+        OutsideTrace,
+        msgspec.MsgspecError,
+        ValueError,
+        TypeError,
+        IndexError,
+        BufferError,
+    ):
         return None
 
 

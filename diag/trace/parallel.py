@@ -150,6 +150,8 @@ def read_event_files(run: Any, paths: Sequence[Path]) -> bool:
         run.cache_history.extend(part.cache_history)
         run.events.extend(part.events)
         run.collector_errors.extend(part.collector_errors)
+        run.warnings.extend(part.warnings)
+        run.corrupt_lines += part.corrupt_lines
     return True
 
 

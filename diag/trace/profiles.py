@@ -16,7 +16,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from diag.errors import DiagError
 from diag.progress import ProgressCallback
+from diag.trace.confine import MAX_WINDOW_BYTES, OutsideTrace, inside
 from diag.trace.run import Event, Process, RunData, Step
 
 REGION_PREFIX = "diag.region:"
@@ -94,9 +96,6 @@ def _load(run: RunData, progress: ProgressCallback | None) -> list[StepProfile]:
     done = 0
     profiles: list[StepProfile] = []
 
-    def cache_dir_of(process: Process) -> Path | None:
-        return None if run.cache_dir is None else run.cache_dir / process.folder.name
-
     # Many windows to parse (many ranks): parsed in worker processes first, the rest below.
     parallel = importlib.import_module("diag.trace.parallel")
 
@@ -107,7 +106,7 @@ def _load(run: RunData, progress: ProgressCallback | None) -> list[StepProfile]:
             progress(done, total)
 
     jobs = [
-        (process, window, path, steps, cache_dir_of(process))
+        (process, window, path, steps, run.window_cache(process))
         for process, window, path, steps in windows
     ]
     cut = parallel.profile_windows(run.label, jobs, parsed_one)
@@ -121,9 +120,15 @@ def _load(run: RunData, progress: ProgressCallback | None) -> list[StepProfile]:
             if progress is not None:
                 progress(base + part, total)
 
-        trace = cache.load_kineto(path, cache_dir_of(process), forward if progress else None)
+        try:
+            trace = cache.load_kineto(
+                path, run.window_cache(process), forward if progress else None
+            )
+        except DiagError as exc:  # one bad window: the others are still read
+            warn(run, f"{_where(run, process, window)}: {exc.message}; skipped")
+        else:
+            profiles.extend(cut_window(run.label, process, window, trace, steps))
         done += _size(path)
-        profiles.extend(cut_window(run.label, process, window, trace, steps))
         if progress is not None:
             progress(done, total)
     return profiles
@@ -134,6 +139,17 @@ def _size(path: Path) -> int:
         return path.stat().st_size
     except OSError:
         return 0
+
+
+def warn(run: RunData, text: str) -> None:
+    """Add a reader's warning to the run once (several views ask for the same windows)."""
+    if text not in run.warnings:
+        run.warnings.append(text)
+
+
+def _where(run: RunData, process: Process, window: str) -> str:
+    """`compiled/pid420: Kineto window r0-s0-new-shape` (`window` its name or its file)."""
+    return f"{run.folder.name}/{process.folder.name}: Kineto window {window}"
 
 
 def anchored(process: Process, window_start: Event | None) -> Process:
@@ -165,7 +181,9 @@ def window_spans(run: RunData) -> dict[int, list[tuple[Event | None, Event]]]:
 def window_files(run: RunData) -> list[tuple[Process, str, Path, list[Step]]]:
     """(process, window file, path, profiled steps inside it) for every window written; the
     process carries the window's own clock anchor (`anchored`), so `process.unix_ns` places
-    the window's steps on its Kineto clock."""
+    the window's steps on its Kineto clock. A window whose file is not a regular file inside
+    the trace (diag.trace.confine) is skipped with a warning on the run."""
+    root = run.root or run.folder.parent.parent
     result = []
     spans = window_spans(run)
     profiled: dict[int, list[Step]] = {}
@@ -174,15 +192,22 @@ def window_files(run: RunData) -> list[tuple[Process, str, Path, list[Step]]]:
             profiled.setdefault(step.pid, []).append(step)
     for process in run.processes:
         for start, end in spans.get(process.pid, []):
-            if not end.data.get("file"):
+            file = end.data.get("file")
+            if not file:
+                continue
+            try:
+                path = inside(root, process.folder, file, MAX_WINDOW_BYTES)
+            except OutsideTrace as exc:
+                name = str(end.data.get("window"))
+                warn(run, f"{_where(run, process, name)}: {exc.message}; skipped")
                 continue
             begin = start.t if start is not None else 0
-            path = process.folder / str(end.data["file"])
-            if not path.exists():
-                continue
             steps = [s for s in profiled.get(process.pid, []) if begin <= s.start_t <= end.t]
-            result.append((anchored(process, start), str(end.data["file"]), path, steps))
+            result.append((anchored(process, start), str(file), path, steps))
     return result
+
+
+_windows = window_files
 
 
 def cut_window(

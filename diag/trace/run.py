@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib
-import json
+from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,9 +19,15 @@ from typing import Any
 import msgspec
 
 from diag.errors import DiagError
-from diag.summary import decode_event
+from diag.trace import schema as ev
+from diag.trace.confine import (
+    MAX_MANIFEST_BYTES,
+    OutsideTrace,
+    cache_folder,
+    checked_file,
+    read_small,
+)
 from diag.trace.format import (
-    CACHE_DIR,
     EVENTS_FILE,
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -29,6 +35,23 @@ from diag.trace.format import (
     RUNS_DIR,
     process_event_files,
 )
+from diag.trace.lines import Batch, Tally, Unknown, decode_object, read_events
+from diag.trace.schema import Guard
+from diag.trace.step_table import GPU, Step, StepTable
+
+__all__ = [
+    "Compile",
+    "Event",
+    "Frame",
+    "Guard",
+    "Process",
+    "Request",
+    "RunData",
+    "Step",
+    "Trace",
+    "load_trace",
+    "read_manifest",
+]
 
 Position = tuple[str, str | None, int | None]  # phase, request id, step
 
@@ -47,6 +70,13 @@ class Frame:
         return f"{self.file}:{self.line}" if self.file else self.name
 
     @staticmethod
+    def from_ref(ref: ev.FrameRef | None) -> Frame | None:
+        """The frame of a validated event field (diag.trace.schema.FrameRef)."""
+        if ref is None or not ref.name:
+            return None
+        return Frame(ref.name, ref.file, ref.line)
+
+    @staticmethod
     def from_event(data: Any) -> Frame | None:
         if not isinstance(data, dict) or not data.get("name"):
             return None
@@ -54,51 +84,6 @@ class Frame:
         return Frame(
             str(data["name"]), data.get("file"), int(line) if isinstance(line, int) else None
         )
-
-
-class Guard(msgspec.Struct, gc=False):
-    """One failing guard of a recompile, as diag.guards parsed it (the raw text always kept).
-
-    A msgspec Struct so that recompile events decode straight into guards: a trace with 10 000
-    recompiles holds tens of thousands of them, and building them from dicts was most of the
-    time `diag check` spent reading such a trace."""
-
-    kind: str = "unknown"
-    source: str | None = None
-    expected: str | None = None
-    actual: str | None = None
-    user_location: str | None = None
-    raw: str = ""
-    compile_id: str | None = None
-
-    def __post_init__(self) -> None:
-        # Dynamo's module aliases (`G['__import_a_dot_b']`) read as the module path (`a.b`) in
-        # every title, fix and id; `raw` keeps torch's text.
-        if self.source is not None and "__import_" in self.source:
-            from diag.guards import readable_source
-
-            self.source = readable_source(self.source)
-
-    def describe(self, condition: str, located: str = " at ") -> str:
-        """`kind on source: condition (expected E, actual A) at file:line`, as reports quote a
-        guard; `condition` is the text to show (e.g. diag.guards.condition_text(raw))."""
-        line = f"{self.kind} on {self.source or '?'}: {condition}"
-        if self.expected is not None and "expected" not in condition:
-            line += f" (expected {self.expected}"
-            line += f", actual {self.actual})" if self.actual is not None else ")"
-        if self.user_location:
-            line += f"{located}{self.user_location}"
-        return line
-
-
-class _Recompile(msgspec.Struct):
-    epoch: int | None = None
-    compile_id: str | None = None
-    guards: list[Guard] = msgspec.field(default_factory=list)
-
-
-_RECOMPILE = msgspec.json.Decoder(_Recompile)
-_RECOMPILE_MARK = b'"recompile"'
 
 
 @dataclass
@@ -137,29 +122,6 @@ class Compile:
 
 
 @dataclass
-class Step:
-    request_id: str
-    index: int
-    phase: str
-    start_t: int
-    end_t: int | None
-    wall_s: float | None
-    gpu_s: float | None
-    profiled: bool
-    shape: list[int] | None
-    memory: dict[str, int] | None
-    pid: int
-    #: The process's CPU time in the step (all threads): wall time it did not run for was
-    #: spent waiting (the GPU, I/O) or descheduled (a loaded host). None in older traces.
-    cpu_s: float | None = None
-    #: Runnable tasks per CPU (1-minute load average / CPUs) when the step ended; None in
-    #: older traces. Above 1 the host was loaded: other work waited for a CPU.
-    host_load: float | None = None
-    #: Allocator figures at the step's start (a request's step 0 only, when CUDA was in use).
-    memory_start: dict[str, int] | None = None
-
-
-@dataclass
 class Request:
     request_id: str
     phase: str
@@ -167,7 +129,23 @@ class Request:
     pid: int
     start_t: int
     end_t: int | None = None
-    steps: list[Step] = field(default_factory=list)
+    #: Where its steps are: rows of a StepTable (diag.trace.step_table), made into Step views
+    #: on first use and kept.
+    _table: StepTable | None = field(default=None, repr=False, compare=False)
+    _rows: array[int] | None = field(default=None, repr=False, compare=False)
+    _steps: list[Step] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def steps(self) -> list[Step]:
+        if self._steps is None:
+            table, rows = self._table, self._rows
+            self._steps = [] if table is None or rows is None else table.views(rows)
+        return self._steps
+
+    def _add_row(self, table: StepTable, row: int) -> None:
+        if self._table is None or self._rows is None:
+            self._table, self._rows = table, array("i")
+        self._rows.append(row)
 
 
 @dataclass
@@ -229,6 +207,14 @@ class RunData:
     collector_errors: list[dict[str, Any]] = field(default_factory=list)
     # Where derived data (the parsed Kineto cache) may be written; None: don't cache.
     cache_dir: Path | None = None
+    #: The trace directory the run was read from: every file a reader follows from the run
+    #: (a Kineto window) must stay inside it (diag.trace.confine). None for imported runs.
+    root: Path | None = None
+    #: What reading skipped, one line each (corrupt event lines, a window that is not a
+    #: readable file inside the trace): the `warnings` of analyze, check, the TUI and report.
+    warnings: list[str] = field(default_factory=list)
+    #: Event lines skipped as corrupt (docs/FORMAT.md), over all of the run's event files.
+    corrupt_lines: int = 0
     # Step profiles (diag.trace.profiles.StepProfile), filled on first use or by an importer.
     profiles: list[Any] | None = None
     # Indexes built on first query (analyzers ask the same questions many times).
@@ -269,6 +255,13 @@ class RunData:
         for (_, frame), entries in latest.items():
             result[frame] = max(entries, result.get(frame, 0))
         return result
+
+    def window_cache(self, process: Process) -> Path | None:
+        """Where a process's parsed Kineto windows are cached: inside the trace's .diag-cache
+        and nowhere else (None: read without caching)."""
+        if self.cache_dir is None or self.root is None:
+            return None
+        return cache_folder(self.root, self.folder.name, process.folder.name)
 
     @property
     def adapters(self) -> set[str]:
@@ -317,7 +310,10 @@ class Trace:
 
 
 def read_manifest(path: Path) -> dict[str, Any]:
-    """The manifest, or a DiagError (exit 2) that says which way the directory is not usable."""
+    """The manifest, or a DiagError (exit 2) that says which way the directory is not usable.
+
+    The manifest is validated against diag.trace.schema.Manifest, so that every reader can
+    trust its types: a field of the wrong type is one line naming it, never a traceback."""
     if not path.exists():
         raise DiagError(f"{path}: no such trace directory")
     if not path.is_dir():
@@ -326,20 +322,31 @@ def read_manifest(path: Path) -> dict[str, Any]:
     if not manifest_path.exists():
         raise DiagError(f"{path}: not a diag trace directory (no {MANIFEST})")
     try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise DiagError(f"{manifest_path}: truncated or corrupt (not valid JSON)") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
+        raw = read_small(path, manifest_path, MAX_MANIFEST_BYTES, "")
+    except OutsideTrace as exc:
+        raise DiagError(f"{path}: {exc.message}") from None
+    manifest = decode_object(raw)
+    if isinstance(manifest, str):
+        raise DiagError(f"{manifest_path}: truncated or corrupt ({manifest})")
+    if manifest.get("format") != FORMAT_NAME:
         raise DiagError(f"{manifest_path}: not a diag trace manifest")
     version = manifest.get("version")
-    if not isinstance(version, int):
+    if not isinstance(version, int) or isinstance(version, bool):
         raise DiagError(f"{manifest_path}: no format version")
     if version > FORMAT_VERSION:
         raise DiagError(
             f"{path}: written by a newer diag (format version {version}; this diag reads "
             f"up to {FORMAT_VERSION}); upgrade diag"
         )
+    try:
+        msgspec.convert(manifest, ev.Manifest, strict=True)
+    except (msgspec.ValidationError, RecursionError) as exc:
+        raise DiagError(f"{manifest_path}: not a valid diag manifest: {_one_line(exc)}") from None
     return manifest
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:200] or type(exc).__name__
 
 
 @contextlib.contextmanager
@@ -364,12 +371,11 @@ def load_trace(path: Path, against: Path | None = None) -> Trace:
 def _load_trace(path: Path, against: Path | None) -> Trace:
     manifest = read_manifest(path)
     runs: dict[str, RunData] = {}
-    statuses = {
-        r.get("label"): r.get("status") for r in manifest.get("runs", []) if isinstance(r, dict)
-    }
+    statuses = {r.get("label"): r.get("status") for r in manifest.get("runs") or []}
     runs_dir = path / RUNS_DIR
-    for folder in sorted(runs_dir.iterdir()) if runs_dir.exists() else []:
-        if folder.is_dir():
+    folders = sorted(runs_dir.iterdir()) if runs_dir.is_dir() else []
+    for folder in folders:
+        if folder.is_dir() and not folder.name.startswith("."):
             runs[folder.name] = _load_run(folder, statuses.get(folder.name), path)
     if against is not None:
         other = load_trace(against)
@@ -381,8 +387,15 @@ def _load_trace(path: Path, against: Path | None) -> Trace:
 
 
 def _load_run(folder: Path, status: str | None, root: Path) -> RunData:
-    run = RunData(folder.name, folder, status, cache_dir=root / CACHE_DIR / folder.name)
-    paths = sorted(folder.glob(f"*/{EVENTS_FILE}"))
+    run = RunData(folder.name, folder, status, cache_dir=cache_folder(root, folder.name), root=root)
+    paths = []
+    for events_path in sorted(folder.glob(f"*/{EVENTS_FILE}")):
+        # An event file is the record itself: one that is not a regular file inside the trace
+        # refuses the trace (exit 2), where a bad Kineto window is only skipped.
+        try:
+            paths.append(checked_file(root, events_path, None, "event file"))
+        except OutsideTrace as exc:
+            raise DiagError(f"{root}: {exc.message}") from None
     # Many ranks' event files: read in worker processes (diag.trace.parallel), same result.
     done = False
     if len(paths) > 1:
@@ -398,195 +411,201 @@ def _load_run(folder: Path, status: str | None, root: Path) -> RunData:
     return run
 
 
-def _position(data: dict[str, Any]) -> tuple[str, str | None, int | None]:
-    step = data.get("step")
-    return (
-        str(data.get("phase") or "live"),
-        data.get("request_id") if isinstance(data.get("request_id"), str) else None,
-        step if isinstance(step, int) else None,
-    )
+def _label(path: Path) -> str:
+    """`runs/compiled/pid42/events.jsonl`, as warnings name an event file."""
+    return "/".join(path.parts[-4:])
 
 
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None
+def _position(event: ev.Positioned) -> tuple[str, str | None, int | None]:
+    return (event.phase or "live", event.request_id, event.step)
 
 
-def _int(value: Any) -> int:
-    """A step index, or -1 (matches no step) when the event has none."""
-    return value if isinstance(value, int) else -1
-
-
-def _optional_int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _events_or_recompiles(path: Path) -> Iterator[tuple[_Recompile | None, dict[str, Any]]]:
-    """Each event as a dict, except well-formed recompile events, decoded typed (fast path)."""
-    with open(path, "rb") as handle:
-        for raw in handle:
-            # "ev" comes second in every event line diag writes: look near the start only.
-            if _RECOMPILE_MARK in raw[:64]:
-                try:
-                    recompile = _RECOMPILE.decode(raw)
-                except msgspec.DecodeError:
-                    pass  # torn line or odd field types: the tolerant path below decides
-                else:
-                    for guard in recompile.guards:
-                        guard.kind = guard.kind or "unknown"
-                    yield recompile, {}
-                    continue
-            event = decode_event(raw)
-            if event is not None:
-                yield None, event
-
-
-def _process_events(
-    events_path: Path,
-) -> Iterator[tuple[_Recompile | None, dict[str, Any]]]:
+def _process_batches(events_path: Path, tally: Tally) -> Iterator[Batch]:
     """One process's events in the order written: events.jsonl, then its retained step
     segments (format version 2; docs/FORMAT.md)."""
     for path in process_event_files(events_path):
-        yield from _events_or_recompiles(path)
-
-
-def _guards(items: Any) -> list[Guard]:
-    return [
-        Guard(
-            kind=str(item.get("kind") or "unknown"),
-            source=item.get("source"),
-            expected=item.get("expected"),
-            actual=item.get("actual"),
-            user_location=item.get("user_location"),
-            raw=str(item.get("raw") or ""),
-            compile_id=item.get("compile_id"),
-        )
-        for item in (items if isinstance(items, list) else [])
-        if isinstance(item, dict)
-    ]
+        yield from read_events(path, tally)
 
 
 def _load_process(run: RunData, events_path: Path) -> None:
+    """One process's event file into `run`: every line validated once (diag.trace.lines), its
+    steps into a StepTable, each other event into the model object that holds it."""
+    tally = Tally()
     process: Process | None = None
     pid = 0
+    table = StepTable()
     requests: dict[str, Request] = {}
-    open_steps: dict[tuple[str, int], Step] = {}
     pending_guards: dict[tuple[int, str], list[Guard]] = {}
-    for line, data in _process_events(events_path):
-        if line is not None:
-            pending_guards[(line.epoch or 0, str(line.compile_id))] = line.guards
-            continue
-        kind = data.get("ev")
-        raw_t = data.get("t")
-        t: int = raw_t if isinstance(raw_t, int) else 0
-        if kind == "process_start":
-            pid = int(data.get("pid") or 0)
-            process = Process(
-                pid,
-                data.get("rank"),
-                events_path.parent,
-                list(data.get("argv") or []),
-                dict(data.get("versions") or {}),
-                ended=False,
-                start_t=t,
-                wall_ns=data.get("wall_ns") if isinstance(data.get("wall_ns"), int) else None,
-                start_ticks=_optional_int(data.get("start_ticks")),
+    # Locals: this loop runs for every line of a day-long trace.
+    step_end, step_start, step_gpu = ev.StepEnd, ev.StepStart, ev.StepGpu
+    end_row, add_row, get_request = table.end, table.add, requests.get
+    try:
+        for batch in _process_batches(events_path, tally):
+            for event in batch:
+                kind = type(event)
+                if kind is step_end:
+                    assert isinstance(event, step_end)
+                    found = get_request("None" if event.request_id is None else event.request_id)
+                    row = -1 if found is None else table.find(found._rows, event.step)
+                    if row >= 0:
+                        end_row(
+                            row,
+                            event.t,
+                            event.wall_s,
+                            event.cpu_s,
+                            event.host_load,
+                            event.profiled,
+                            event.memory,
+                        )
+                elif kind is step_start:
+                    assert isinstance(event, step_start)
+                    rid = event.request_id
+                    if rid is None:
+                        rid = "None"
+                    # A step outside any request is in no request's steps: not kept.
+                    found = get_request(rid)
+                    if found is not None:
+                        row = add_row(
+                            rid,
+                            event.step or 0,
+                            event.phase or "live",
+                            event.t,
+                            event.profiled,
+                            event.shape,
+                            pid,
+                        )
+                        if event.memory is not None:
+                            table.start_memory(row, event.memory)
+                        found._add_row(table, row)
+                elif kind is step_gpu:
+                    assert isinstance(event, step_gpu)
+                    found = get_request("None" if event.request_id is None else event.request_id)
+                    row = -1 if found is None else table.find(found._rows, event.step)
+                    if row >= 0 and event.gpu_s is not None:
+                        table.set(row, GPU, event.gpu_s)
+                elif isinstance(event, ev.RequestStart):
+                    request = Request(
+                        str(event.request_id), event.phase or "live", event.shape, pid, event.t
+                    )
+                    requests[request.request_id] = request
+                    run.requests.append(request)
+                elif isinstance(event, ev.RequestEnd):
+                    ended = requests.get(str(event.request_id))
+                    if ended is not None:
+                        ended.end_t = event.t
+                else:
+                    process, pid = _other_event(
+                        run, event, batch, events_path, process, pid, pending_guards
+                    )
+    except OSError as exc:
+        raise DiagError(f"{events_path}: cannot read ({exc.strerror or exc})") from None
+    run.corrupt_lines += tally.corrupt
+    if tally.corrupt:
+        run.warnings.append(
+            f"{_label(events_path)}: {tally.corrupt} corrupt line(s) skipped (first: {tally.first})"
+        )
+
+
+#: The kinds the Run model keeps whole, as Event.data (and collector_errors): the line as
+#: written, once its schema validated it.
+KEPT_WHOLE = frozenset(
+    kind
+    for kind in ev.SCHEMAS.values()
+    if kind
+    not in (
+        ev.ProcessStart,
+        ev.ProcessEnd,
+        ev.Adapter,
+        ev.PhaseChange,
+        ev.RequestStart,
+        ev.RequestEnd,
+        ev.StepStart,
+        ev.StepEnd,
+        ev.StepGpu,
+        ev.CompileStart,
+        ev.CompileEnd,
+        ev.Recompile,
+        ev.CacheEntries,
+    )
+)
+
+
+def _other_event(
+    run: RunData,
+    event: ev.EventBase,
+    batch: Batch,
+    events_path: Path,
+    process: Process | None,
+    pid: int,
+    pending_guards: dict[tuple[int, str], list[Guard]],
+) -> tuple[Process | None, int]:
+    """Every event but the step and request boundaries; returns the process and its pid."""
+    t = event.t
+    if isinstance(event, ev.Recompile):
+        pending_guards[(event.epoch or 0, str(event.compile_id))] = event.guards
+    elif isinstance(event, ev.CompileEnd):
+        epoch = event.epoch or 0
+        compile_id = str(event.compile_id)
+        phase, request_id, step_index = _position(event)
+        run.compiles.append(
+            Compile(
+                compile_id=compile_id,
+                epoch=epoch,
+                frame=Frame.from_ref(event.frame),
+                result=event.result or "ok",
+                duration_s=event.duration_s,
+                t=t,
+                start_t=event.start_t,
+                phase=phase,
+                request_id=request_id,
+                step=step_index,
+                pid=pid,
+                guards=pending_guards.pop((epoch, compile_id), []),
+                fail_reason=event.fail_reason,
+                fail_type=event.fail_type,
+                fail_user_frame=event.fail_user_frame,
+                suppress_errors=event.suppress_errors,
+                cache_size=event.cache_size,
             )
-            run.processes.append(process)
-        elif kind == "process_end" and process is not None:
+        )
+    elif isinstance(event, ev.CacheEntries):
+        phase, request_id, step_index = _position(event)
+        for code in event.codes or []:
+            if not code.name:
+                continue
+            frame = Frame(code.name, code.file, code.line)
+            run.cache_history.append((t, pid, request_id, step_index, frame, code.entries))
+            if event.when == "exit":
+                run.cache_final[(pid, frame)] = code.entries
+    elif isinstance(event, ev.ProcessStart):
+        pid = event.pid
+        process = Process(
+            pid,
+            event.rank,
+            events_path.parent,
+            list(event.argv),
+            dict(event.versions),
+            ended=False,
+            start_t=t,
+            wall_ns=event.wall_ns,
+            start_ticks=event.start_ticks,
+        )
+        run.processes.append(process)
+    elif isinstance(event, ev.ProcessEnd):
+        if process is not None:
             process.ended = True
-        elif kind == "adapter" and process is not None:
-            process.adapter = str(data.get("name"))
-        elif kind == "request_start":
-            request = Request(
-                str(data.get("request_id")),
-                str(data.get("phase") or "live"),
-                data.get("shape"),
-                pid,
-                t,
-            )
-            requests[request.request_id] = request
-            run.requests.append(request)
-        elif kind == "request_end":
-            found = requests.get(str(data.get("request_id")))
-            if found is not None:
-                found.end_t = t
-        elif kind == "step_start":
-            rid = str(data.get("request_id"))
-            step = Step(
-                rid,
-                int(data.get("step") or 0),
-                str(data.get("phase") or "live"),
-                t,
-                None,
-                None,
-                None,
-                bool(data.get("profiled")),
-                data.get("shape"),
-                None,
-                pid,
-            )
-            memory = data.get("memory")
-            if isinstance(memory, dict):
-                step.memory_start = memory
-            open_steps[(rid, step.index)] = step
-            if rid in requests:
-                requests[rid].steps.append(step)
-        elif kind == "step_end":
-            step_found = open_steps.get((str(data.get("request_id")), _int(data.get("step"))))
-            if step_found is not None:
-                step_found.end_t = t
-                step_found.wall_s = data.get("wall_s")
-                step_found.profiled = bool(data.get("profiled")) or step_found.profiled
-                step_found.memory = data.get("memory")
-                cpu = data.get("cpu_s")
-                step_found.cpu_s = float(cpu) if isinstance(cpu, (int, float)) else None
-                load = data.get("host_load")
-                step_found.host_load = float(load) if isinstance(load, (int, float)) else None
-        elif kind == "step_gpu":
-            step_found = open_steps.get((str(data.get("request_id")), _int(data.get("step"))))
-            if step_found is not None:
-                step_found.gpu_s = data.get("gpu_s")
-        elif kind == "recompile":
-            key = (int(data.get("epoch") or 0), str(data.get("compile_id")))
-            pending_guards[key] = _guards(data.get("guards"))
-        elif kind == "compile_end":
-            epoch = int(data.get("epoch") or 0)
-            compile_id = str(data.get("compile_id"))
-            phase, request_id, step_index = _position(data)
-            run.compiles.append(
-                Compile(
-                    compile_id=compile_id,
-                    epoch=epoch,
-                    frame=Frame.from_event(data.get("frame")),
-                    result=str(data.get("result") or "ok"),
-                    duration_s=data.get("duration_s"),
-                    t=t,
-                    start_t=data.get("start_t"),
-                    phase=phase,
-                    request_id=request_id,
-                    step=step_index,
-                    pid=pid,
-                    guards=pending_guards.pop((epoch, compile_id), []),
-                    fail_reason=data.get("fail_reason"),
-                    fail_type=_text(data.get("fail_type")),
-                    fail_user_frame=_text(data.get("fail_user_frame")),
-                    suppress_errors=data.get("suppress_errors")
-                    if isinstance(data.get("suppress_errors"), bool)
-                    else None,
-                    cache_size=_optional_int(data.get("cache_size")),
-                )
-            )
-        elif kind == "cache_entries":
-            phase, request_id, step_index = _position(data)
-            for code in data.get("codes") or []:
-                frame = Frame.from_event(code)
-                if frame is None:
-                    continue
-                entries = int(code.get("entries") or 0)
-                run.cache_history.append((t, pid, request_id, step_index, frame, entries))
-                if data.get("when") == "exit":
-                    run.cache_final[(pid, frame)] = entries
-        elif kind == "collector_error":
+    elif isinstance(event, ev.Adapter):
+        if process is not None:
+            process.adapter = str(event.name)
+    elif isinstance(event, Unknown):
+        run.events.append(Event(event.kind, t, pid, event.data))
+    elif type(event) in KEPT_WHOLE:
+        data = batch.written(event)  # the line as written: a newer diag's fields kept too
+        if data is None:  # not found again (cannot happen for a line that decoded): the event
+            data = msgspec.to_builtins(event)
+            data["t"] = t
+        if isinstance(event, ev.CollectorError):
             run.collector_errors.append(data)
-        elif isinstance(kind, str) and kind not in ("compile_start", "phase"):
-            run.events.append(Event(kind, t, pid, data))
+        else:
+            run.events.append(Event(str(data["ev"]), t, pid, data))
+    return process, pid

@@ -688,6 +688,9 @@ class _ProcessBuilder:
         self.compiles: list[Compile] = []
         self.events: list[Event] = []
         self.anchor: tuple[int, int] | None = None  # (t, unix ns)
+        # Guard-tree strings and tensor descriptions already held (_shared).
+        self._strings: dict[str, str] = {}
+        self._tensors: dict[str, Any] = {}
 
     def handle(self, meta: dict[str, Any], t: int, stats: TorchTraceStats) -> None:
         """A record of one of the kinds read here other than an artifact."""
@@ -773,9 +776,9 @@ class _ProcessBuilder:
                     t,
                     compile_id=compile_id,
                     epoch=self.epoch,
-                    sources=lines,
-                    tensors=tensors,
-                    values=values,
+                    sources=self._shared(lines),
+                    tensors=self._shared(tensors),
+                    values=self._shared(values),
                 )
         elif name == "torch_version":
             try:
@@ -784,6 +787,21 @@ class _ProcessBuilder:
                 version = None
             if isinstance(version, str):
                 self.versions["torch"] = version
+
+    def _shared(self, mapping: dict[str, Any]) -> dict[str, Any]:
+        """`mapping` with each key and value the object an earlier entry already holds when
+        equal: a model's parameters are guarded alike in every entry, and a day-long log
+        keeps hundreds of entries (the reader's memory stays near one entry's, not the log's)."""
+        strings, tensors = self._strings, self._tensors
+        shared: dict[str, Any] = {}
+        for key, value in mapping.items():
+            key = strings.setdefault(key, key)
+            if isinstance(value, dict):
+                value = tensors.setdefault(json.dumps(value, sort_keys=True), value)
+            elif isinstance(value, str):
+                value = strings.setdefault(value, value)
+            shared[key] = value
+        return shared
 
     def _metrics(self, meta: dict[str, Any], metrics: dict[str, Any], t: int) -> None:
         # The record's envelope (frame_id/frame_compile_id) is the id, as tlparse reads it: the

@@ -189,12 +189,15 @@ def test_unreadable_event_file_is_exit_2(
     events = trace / "runs" / "compiled" / "pid7" / "events.jsonl"
     events.unlink()
     events.mkdir()  # an events "file" that cannot be read
-    assert "cannot read the trace" in _one_line_error(capsys, trace, "--policy", defaults)
+    assert "events.jsonl is a directory" in _one_line_error(capsys, trace, "--policy", defaults)
 
 
-def test_an_analyzer_tripping_on_odd_values_is_exit_2(
+def test_a_value_of_the_wrong_type_is_a_skipped_line_that_fails_the_recording_rule(
     tmp_path: Path, defaults: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """Before the reader validated events, this guard reached guard-churn and raised; now its
+    recompile line is skipped (docs/FORMAT.md), named on stderr, and what it held was not
+    checked, which the recording rule says."""
     guard = {
         "compile_id": 5,  # not a string: written by something that is not diag
         "kind": "python-value",
@@ -203,8 +206,15 @@ def test_an_analyzer_tripping_on_odd_values_is_exit_2(
         "raw": "self.n == 1",
     }
     trace = served_trace(tmp_path / "t", extra=compile_event(1205, "0/1", "r0", 1, guards=[guard]))
-    err = _one_line_error(capsys, trace, "--policy", defaults)
-    assert "the guard-churn analyzer could not read this trace (TypeError" in err
+    code, out, err = run_check(capsys, trace, "--policy", defaults, "--format", "json")
+    assert code == 1
+    assert err.startswith("diag: warning: runs/compiled/pid7/events.jsonl: 1 corrupt line(s)")
+    assert "Expected `str | null`, got `int` - at `$.guards[0].compile_id`" in err
+    verdict = json.loads(out)
+    recording = next(r for r in verdict["rules"] if r["name"] == "recording")
+    assert recording["status"] == "fail"
+    assert recording["violations"][0]["key"] == "recording:corrupt-lines:compiled"
+    assert verdict["warnings"] == [err.removeprefix("diag: warning: ").strip()]
 
 
 def test_junit_path_that_cannot_be_written(

@@ -4,6 +4,7 @@ a pipe gets nothing."""
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import subprocess
 import sys
@@ -53,10 +54,19 @@ def test_missing_inputs_and_conflicting_options(tmp_path: Path) -> None:
 
 
 def test_truncated_kineto_window_inside_a_trace_dir(tmp_path: Path) -> None:
+    """One window the reader refuses is skipped with one warning (issue 22: the whole trace was
+    refused); the findings of the events and of the other windows are still given."""
     folder = h200_trace("record-wan-routing", tmp_path)
     window = next((folder / "runs" / "compiled").glob("pid*/kineto/r0-s2-steady.json.gz"))
     window.write_bytes(window.read_bytes()[: window.stat().st_size // 2])
-    _one_error_line(_run(str(folder)), "r0-s2-steady.json.gz")
+    proc = _run(str(folder), "--json")
+    assert proc.returncode == 0, proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert line.startswith("diag: warning: compiled/pid420: Kineto window ") and "r0-s2" in line
+    assert "truncated gzip file" in line and line.endswith("; skipped")
+    payload = json.loads(proc.stdout)
+    assert payload["warnings"] == [line.removeprefix("diag: warning: ")]
+    assert payload["findings"]
 
 
 def test_progress_bar_on_a_terminal_only(tmp_path: Path) -> None:

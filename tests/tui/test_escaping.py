@@ -88,3 +88,29 @@ def test_markup_in_trace_strings_renders_literally(tmp_path: Path) -> None:
         assert app.is_running  # [@click=app.quit] did nothing
 
     drive(trace, script, size=(120, 40))
+
+
+ESCAPES = "\x1b[2J\x1b[H\x1b]0;PWNED\x07"
+
+
+def test_terminal_escapes_in_trace_strings_show_escaped(tmp_path: Path) -> None:
+    """Issue 22's probe: a frame name (and the command) holding escapes that clear the screen
+    and retitle the terminal. Rich passes ESC on; the overview shows `\\x1b[2J` instead."""
+    events = _events()
+    for event in events:
+        if isinstance(event.get("frame"), dict):
+            event["frame"] = {**event["frame"], "name": "block" + ESCAPES}
+    trace = write_trace(tmp_path / "t", events, ["serve", "--name", "svc" + ESCAPES])
+
+    async def script(app: DiagApp, pilot: Pilot[None]) -> None:
+        assert app.error is None
+        overview = screen_text(app)
+        assert "\x1b" not in overview and "\x07" not in overview
+        assert "block\\x1b[2J\\x1b[H\\x1b]0;PWNED\\x07" in overview  # the finding's title
+        assert "svc\\x1b[2J" in overview  # the command
+        await pilot.press("3")
+        await pilot.pause()
+        compiles = screen_text(app)
+        assert "\x1b" not in compiles and "block\\x1b[2J" in compiles
+
+    drive(trace, script, size=(140, 40))

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from diag.errors import DiagError
 from diag.trace import parallel
 from diag.trace.kinetocache import cache_path
 from diag.trace.profiles import StepProfile, step_profiles, window_files
@@ -25,7 +24,7 @@ def _model(run: RunData) -> dict[str, Any]:
     return {
         "processes": [dataclasses.astuple(p) for p in run.processes],
         "requests": [(r.request_id, r.pid, r.start_t, r.end_t, len(r.steps)) for r in run.requests],
-        "steps": [dataclasses.astuple(s) for s in run.steps],
+        "steps": [s.values() for s in run.steps],
         "compiles": [
             (c.pid, c.compile_id, c.t, c.frame, [g.raw for g in c.guards]) for c in run.compiles
         ],
@@ -107,18 +106,24 @@ def test_kineto_windows_parsed_in_workers_match_a_serial_parse(
     assert _profiles(run) == expected
 
 
-def test_a_refused_window_raises_its_diag_error_through_the_pool(
+def test_a_refused_window_is_skipped_with_its_one_line_through_the_pool(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(parallel, "KINETO_PARALLEL_BYTES", 0)
+    """One window the Kineto reader refuses: the others are read (in workers), and the run
+    carries the reader's line, as a serial read gives it (issue 22: every command alike)."""
     folder = h200_trace("record-wan-offload-unwarmed", tmp_path)
+    [(_, _, broken, _), *_] = window_files(load_trace(folder).compiled)  # type: ignore[arg-type]
+    broken.write_bytes(b"\x1f\x8b not really gzip")
+    serial = load_trace(folder).compiled
+    assert serial is not None
+    serial_steps = len(step_profiles(serial))
+    monkeypatch.setattr(parallel, "KINETO_PARALLEL_BYTES", 0)
     run = load_trace(folder).compiled
     assert run is not None
-    [(_, _, broken, _), *_] = window_files(run)
-    broken.write_bytes(b"\x1f\x8b not really gzip")
-    with pytest.raises(DiagError) as raised:
-        step_profiles(run)
-    assert broken.name in raised.value.message
+    assert len(step_profiles(run)) == serial_steps > 0
+    assert run.warnings == serial.warnings
+    assert len(run.warnings) == 1 and broken.name in run.warnings[0], run.warnings
+    assert run.warnings[0].endswith("; skipped")
 
 
 def test_a_pool_that_cannot_start_falls_back_to_the_serial_reader(

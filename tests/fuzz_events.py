@@ -1,0 +1,68 @@
+"""Runs one type-confused trace (tests/fuzz_corpus.py, `confused_traces`) through every reader
+of a trace directory, in this process: analyze (findings, text, warnings), check (verdict and
+its text), and optionally the TUI's two loading stages and the report. Used by
+tests/unit/test_fuzz_events.py (1000 cases in CI) and bench/fuzz_events.py (more, `--n`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from diag.analysis import analyze
+from diag.check import run_check
+from diag.check.policy import Policy
+from diag.check.render import verdict_text
+from diag.errors import DiagError
+from diag.findings import findings_to_text
+from diag.inputs import input_warnings, open_input
+from diag.status import assess
+from tests.fuzz_corpus import ConfusedTrace
+
+PROCESS = "pid420"
+
+
+def write_case(item: ConfusedTrace, folder: Path) -> None:
+    process = folder / "runs" / "compiled" / PROCESS
+    process.mkdir(parents=True, exist_ok=True)
+    (folder / "manifest.json").write_bytes(item.manifest)
+    (process / "events.jsonl").write_bytes(item.events)
+
+
+def run_case(item: ConfusedTrace, folder: Path, tui: bool = False, report: bool = False) -> str:
+    """'ok', 'skipped' (read, with corrupt lines counted), or 'refused' (a one-line DiagError,
+    the same from analyze and check). Any other exception is raised: the bug being hunted."""
+    write_case(item, folder)
+    try:
+        trace = open_input(folder)
+    except DiagError as exc:
+        _one_line(exc.message)
+        try:
+            run_check(folder, Policy())
+        except DiagError as again:
+            assert again.message == exc.message, (exc.message, again.message)
+        else:
+            raise AssertionError(f"analyze refused, check read it: {exc.message}")
+        return "refused"
+    findings = analyze(trace)
+    warnings = input_warnings(trace)
+    for line in [*warnings, *(f.title for f in findings)]:
+        _one_line(line)
+    text = findings_to_text(findings, assess(trace))
+    assert "\x1b" not in text and "\x07" not in text, item.name
+    verdict = run_check(folder, Policy())
+    assert "\x1b" not in verdict_text(verdict), item.name
+    if tui:
+        from diag.tui.loader import load_events, load_kernels
+
+        data = load_events(folder)
+        load_kernels(data)
+        assert input_warnings(data.trace) == warnings, item.name
+    if report:
+        from diag.report.build import build_report
+
+        build_report(trace, findings, hta=False)
+    corrupt = sum(run.corrupt_lines for run in trace.runs.values())
+    return "skipped" if corrupt else "ok"
+
+
+def _one_line(text: str) -> None:
+    assert text and "\n" not in text, text
