@@ -190,7 +190,11 @@ def _decide(item: Compile, tables: dict[tuple[int, int, str], EntryTable]) -> Re
         return RecompileCause(first.guard, first.entry, True, SAME_SOURCE, failures)
     if not possible:
         # Every entry was compiled for other tensors: the call brought a new size, stride or
-        # dtype. Name the failure most entries share (the newest among equals).
+        # dtype. Name torch's own tensor failure when an entry reported one (what the call
+        # brought), else the failure most entries share (the newest among equals).
+        tensor = next((f for f in failures if f.guard.kind in TENSOR_KINDS), None)
+        if tensor is not None:
+            return RecompileCause(tensor.guard, tensor.entry, True, NEW_TENSOR, failures)
         counts: dict[tuple[str, str | None], int] = {}
         for failure in failures:
             key = (failure.guard.kind, failure.guard.source)

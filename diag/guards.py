@@ -519,6 +519,10 @@ def guard_tree_tensors(tree: str) -> dict[str, dict[str, object]]:
 #: A value guard of the tree: `L['self'].step == 3` (EQUALS_MATCH) or an object's identity
 #: (ID_MATCH, `___check_obj_id(L['fn'], 1403...)`).
 _TREE_EQUALS = re.compile(r"^(?P<source>.+?) == (?P<value>.+?)(?:\s{2,}#.*)?$")
+_TREE_IS_NONE = re.compile(r"^(?P<source>.+?) is None(?:\s{2,}#.*)?$")
+#: Guards on one Python value: torch 2.13 writes True, False and None as their own kinds
+#: (`TRUE_MATCH: L['self'].use_cfg == True`, `NONE_MATCH: ... is None`).
+_VALUE_GUARDS = ("EQUALS_MATCH", "ID_MATCH", "TRUE_MATCH", "FALSE_MATCH", "NONE_MATCH")
 _TREE_OBJ_ID = re.compile(r"^___check_obj_id\((?P<source>.+), (?P<id>-?\d+)\)")
 #: At most this many value guards per compile are kept.
 MAX_TREE_VALUES = 64
@@ -526,21 +530,25 @@ MAX_TREE_VALUES = 64
 
 def guard_tree_values(tree: str) -> dict[str, str]:
     """Per source of one compile's guard tree, the Python value the entry was compiled for:
-    `self.step` -> `3` (EQUALS_MATCH), `fn` -> `id 1403...` (ID_MATCH). Like guard_tree_tensors:
+    `self.step` -> `3` (EQUALS_MATCH), `fn` -> `id 1403...` (ID_MATCH), `self.use_cfg` ->
+    `False` (FALSE_MATCH; TRUE_MATCH and NONE_MATCH alike). Like guard_tree_tensors:
     the newest entry's are the recompiling call's, so an older entry expecting another value
     could not have served it (diag.causes)."""
     found: dict[str, str] = {}
     for line in tree.splitlines():
         match = _TREE_LINE.match(line)
-        if match is None or match.group("name") not in ("EQUALS_MATCH", "ID_MATCH"):
+        if match is None or match.group("name") not in _VALUE_GUARDS:
             continue
         rest = _split_comment(match.group("rest"))[0].strip()
         ident = _TREE_OBJ_ID.match(rest)
         equals = None if ident else _TREE_EQUALS.match(rest)
+        is_none = None if ident or equals else _TREE_IS_NONE.match(rest)
         if ident is not None:
             source, value = ident.group("source"), f"id {ident.group('id')}"
         elif equals is not None:
             source, value = equals.group("source"), equals.group("value").strip()
+        elif is_none is not None:
+            source, value = is_none.group("source"), "None"
         else:
             continue
         key = _TREE_ROOT.sub(lambda m: m.group("name"), readable_source(source.strip()))

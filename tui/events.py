@@ -50,9 +50,11 @@ EVENT_NAMES: dict[str, str] = {
     "process_end": "process end",
     "process_start": "process start",
     "profile_window_end": "profiler window end",
+    "profile_window_skipped": "profiler window not written",
     "profile_window_start": "profiler window start",
     "recompile": "recompile",
     "recompile_limit": "recompile limit hit",
+    "recording_stopped": "recording stopped",
     "request_end": "request end",
     "request_start": "request start",
     "shape_specialization": "dim specialised",
@@ -60,6 +62,7 @@ EVENT_NAMES: dict[str, str] = {
     "step_end": "step end",
     "step_gpu": "step GPU time",
     "step_start": "step start",
+    "steps_dropped": "older steps rotated away",
     "traced_code": "traced code",
 }
 

@@ -127,6 +127,13 @@ GUARD_FAILURES = (
     Column("epoch", INT, "torch._dynamo.reset() count"),
     Column("frame", TEXT, "the compiled function's name"),
     Column("entry", TEXT, "compile id of the cached entry whose guard failed"),
+    Column(
+        "cause",
+        FLAG,
+        "this entry's failure is diag's cause of the recompile (the entry that could have "
+        'served the call, docs/FINDINGS.md "How causes are decided"); False on every row of '
+        "a recompile whose cause is undecided",
+    ),
     Column("kind", TEXT, "guard kind (docs/FORMAT.md: tensor-size, python-value, ...)"),
     Column("source", TEXT, "what the guard checks (block.state.config, x)"),
     Column("expected", TEXT, "the value the entry was compiled for, when the text says"),

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from dataclasses import asdict
 from typing import Any
 
+from diag.causes import recompile_cause
 from diag.compile_metrics import compile_timings
 from diag.findings import Finding, sort_findings
 from diag.guards import condition_text
@@ -190,6 +191,8 @@ def guard_failure_rows(trace: Trace) -> Iterator[dict[str, Any]]:
     for run in trace.runs.values():
         who = _Processes(run)
         for item in run.compiles:
+            cause = recompile_cause(run, item) if item.guards else None
+            cause_entry = cause.entry if cause is not None and cause.decided else None
             for guard in item.guards:
                 yield {
                     **who.who(item.pid),
@@ -197,6 +200,9 @@ def guard_failure_rows(trace: Trace) -> Iterator[dict[str, Any]]:
                     "epoch": item.epoch,
                     "frame": item.frame.name if item.frame else None,
                     "entry": guard.compile_id,
+                    # diag's cause of the recompile is this entry's failure (diag.causes: the
+                    # entry that could have served the call); False on every row when undecided.
+                    "cause": cause_entry is not None and cause_entry == guard.compile_id,
                     "kind": guard.kind,
                     "source": guard.source,
                     "expected": guard.expected,
