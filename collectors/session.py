@@ -181,6 +181,9 @@ class Session:
         from . import crash
 
         self.guarded("crash", crash.install, self)
+        from . import shutdown
+
+        self.guarded("shutdown", shutdown.install, self)
         self.guarded("adapters", install_adapters, self)
         from . import magi
         from .importhook import on_import
