@@ -12,12 +12,14 @@ Standard library only: `diag check` and the end of `diag record` import it.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import socket
 from dataclasses import dataclass, field
 from typing import Any
 
+from diag.endings import UNFINISHED, handler_exits, shutdown_detail, unfinished_messages
 from diag.trace.format import (
     BOOTSTRAP_ERRORS,
     FORMAT_NAME,
@@ -111,6 +113,7 @@ def assess(trace: Trace) -> Visibility:
     """The recording's status and what diag could not see in it, most serious first."""
     imported = _is_imported(trace)
     status = _imported_status(trace) if imported else _recording_status(trace)
+    status = _with_shutdowns(trace, status)
     notices: list[Notice] = []
     if not status.complete:
         notices.append(_teardown_notice(trace, status) or _incomplete_notice(status))
@@ -456,7 +459,8 @@ def _run_notices(trace: Trace, run: RunData, imported: bool) -> list[Notice]:
                 )
             )
         return notices
-    cut = [p for p in run.processes if not p.ended]
+    stopped = handler_exits(run)  # a shutdown handler's os._exit is not a cut-short process
+    cut = [p for p in run.processes if not p.ended and p.pid not in stopped]
     if cut and (entry is None or entry.get("status") == STATUS_COMPLETE):
         shown = ", ".join(str(p.pid) for p in cut[:4])
         notices.append(
@@ -468,6 +472,7 @@ def _run_notices(trace: Trace, run: RunData, imported: bool) -> list[Notice]:
                 run.label,
             )
         )
+    notices.extend(_unfinished_notices(trace, run))
     if not run.requests:
         compiled = len(run.compiles)
         seen = f"{compiled} compile(s) were recorded, but" if compiled else "nothing compiled and"
@@ -484,6 +489,32 @@ def _run_notices(trace: Trace, run: RunData, imported: bool) -> list[Notice]:
     elif not imported:
         notices.extend(_warmup_notice(run))
     return notices
+
+
+def _with_shutdowns(trace: Trace, status: RecordingStatus) -> RecordingStatus:
+    """A process stopped by its own shutdown handler (diag.endings) is how it ended: say so."""
+    details = [d for run in trace.subject_runs if (d := shutdown_detail(run))]
+    if not details:
+        return status
+    return dataclasses.replace(status, detail=f"{status.detail}; {'; '.join(details)}")
+
+
+def _unfinished_notices(trace: Trace, run: RunData) -> list[Notice]:
+    """What a process began and never ended (a request, a step, a compile): named."""
+    running = trace.manifest.get("status") == STATUS_RUNNING
+    return [
+        Notice(
+            UNFINISHED,
+            message,
+            "the request is still being served; analyze again when it ends"
+            if running
+            else "what these would have recorded at their end is missing (step time, the "
+            "compile's result); a server that finishes or cancels its requests before it exits "
+            "keeps them",
+            run.label,
+        )
+        for message in unfinished_messages(run, running)
+    ]
 
 
 def _warmup_notice(run: RunData) -> list[Notice]:

@@ -167,6 +167,8 @@ class Request:
     start_t: int
     end_t: int | None = None
     steps: list[Step] = field(default_factory=list)
+    #: The program's own name for the request (LightX2V's task id), shown beside the id.
+    label: str | None = None
 
 
 @dataclass
@@ -223,6 +225,8 @@ class RunData:
     )
     events: list[Event] = field(default_factory=list)
     collector_errors: list[dict[str, Any]] = field(default_factory=list)
+    #: What processes began and never ended (diag.trace.inflight.Unfinished).
+    unfinished: list[Any] = field(default_factory=list)
     # Where derived data (the parsed Kineto cache) may be written; None: don't cache.
     cache_dir: Path | None = None
     # Step profiles (diag.trace.profiles.StepProfile), filled on first use or by an importer.
@@ -391,6 +395,9 @@ def _load_run(folder: Path, status: str | None, root: Path) -> RunData:
     run.requests.sort(key=lambda r: r.start_t)
     run.compiles.sort(key=lambda c: c.t)
     run.events.sort(key=lambda e: e.t)
+    from diag.trace.settle import settle  # begins with no end, corrected request shapes
+
+    settle(run)
     return run
 
 
@@ -489,6 +496,7 @@ def _load_process(run: RunData, events_path: Path) -> None:
                 data.get("shape"),
                 pid,
                 t,
+                label=data.get("label") if isinstance(data.get("label"), str) else None,
             )
             requests[request.request_id] = request
             run.requests.append(request)
