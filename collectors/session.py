@@ -19,6 +19,7 @@ from typing import Any
 from diag import __version__
 from diag.trace.events import EventWriter
 from diag.trace.format import (
+    ENV_METRICS_JOIN,
     ENV_PROFILE,
     ENV_RUN_LABEL,
     ENV_STANCE,
@@ -184,6 +185,10 @@ class Session:
         from . import shutdown
 
         self.guarded("shutdown", shutdown.install, self)
+        if os.environ.get(ENV_METRICS_JOIN) == "1":
+            from . import metrics_join
+
+            self.guarded("metrics_join", metrics_join.install, self)
         self.guarded("adapters", install_adapters, self)
         from . import magi
         from .importhook import on_import
