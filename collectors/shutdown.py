@@ -45,23 +45,35 @@ def _describe(frame: FrameType) -> dict[str, Any]:
 
 def running_handler(frame: FrameType | None) -> tuple[str, dict[str, Any]] | None:
     """(signal name, handler frame) when a Python signal handler installed for a shutdown
-    signal is running in `frame` or a frame that called it."""
-    handlers: dict[Any, str] = {}
+    signal is running in `frame` or a frame that called it. One handler installed for several
+    signals is told apart by the signal number it was called with (its argument)."""
+    handlers: dict[Any, list[int]] = {}
     for number in _SHUTDOWN_SIGNALS:
         try:
             code = _code(signal.getsignal(number))
         except (ValueError, OSError):
             continue
         if code is not None:
-            handlers.setdefault(code, signal.Signals(number).name)
+            handlers.setdefault(code, []).append(int(number))
     depth = 0
     while frame is not None and depth < _MAX_DEPTH and handlers:
-        name = handlers.get(frame.f_code)
-        if name is not None:
-            return name, _describe(frame)
+        numbers = handlers.get(frame.f_code)
+        if numbers is not None:
+            return _which(frame, numbers), _describe(frame)
         frame = frame.f_back
         depth += 1
     return None
+
+
+def _which(frame: FrameType, numbers: list[int]) -> str:
+    """The signal a handler frame is handling: its int argument among `numbers`, else all."""
+    code = frame.f_code
+    arguments = frame.f_locals
+    for name in code.co_varnames[: code.co_argcount]:
+        value = arguments.get(name)
+        if isinstance(value, int) and value in numbers:
+            return signal.Signals(value).name
+    return "/".join(signal.Signals(n).name for n in numbers)
 
 
 def exit_event(session: Session, code: Any, frame: FrameType | None) -> dict[str, Any]:

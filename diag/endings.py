@@ -89,7 +89,7 @@ def unfinished_messages(run: RunData, running: bool) -> list[str]:
 
 
 def _named(run: RunData, item: Any) -> str:
-    since = f"{item.open_s:.2f} s in"
+    since = f"open at least {item.open_s:.2f} s"
     if item.kind == "request":
         return "the request"
     if item.kind == "step":

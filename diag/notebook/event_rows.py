@@ -13,6 +13,7 @@ from typing import Any
 from diag.compile_metrics import compile_timings
 from diag.findings import Finding, sort_findings
 from diag.guards import condition_text
+from diag.request_names import clean_label
 from diag.trace.run import Compile, Process, RunData, Trace
 
 _MEMORY = ("allocated", "reserved", "max_allocated")
@@ -134,6 +135,7 @@ def request_rows(trace: Trace) -> Iterator[dict[str, Any]]:
                 **who.who(request.pid),
                 "phase": request.phase,
                 "request": request.request_id,
+                "label": clean_label(request.label),
                 "shape": shape_text(request.shape),
                 "steps": len(request.steps),
                 "start": who.unix_ns(request.pid, request.start_t),
