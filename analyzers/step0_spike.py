@@ -53,6 +53,7 @@ from diag.causes import cause_short, recompile_cause
 from diag.errors import DiagError
 from diag.findings import Finding
 from diag.frames import label as frame_label
+from diag.request_names import request_name
 from diag.spikes import (
     DESCRIPTIONS,
     FACTOR,
@@ -401,7 +402,8 @@ def _check(
     if noisy:
         what = "too noisy to judge (" + what + ", and the host's noise could explain it)"
     title = (
-        f"Live request {rid} step 0 took {_secs(timing.step0)}, {ratio:.1f}x its steady "
+        f"Live request {request_name(run, request.pid, rid)} step 0 took "
+        f"{_secs(timing.step0)}, {ratio:.1f}x its steady "
         f"{_secs(timing.median)}: {what}"
     )
     return Finding(
