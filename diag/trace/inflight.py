@@ -7,8 +7,9 @@ without this module a compile cut off by a shutdown would vanish, its recompile 
 once by the loader (diag.trace.run) after every event file of a run is read, it adds:
 
 - each `compile_start` with no `compile_end` as a Compile of result `cut-off`: the guards of its
-  `recompile` event (diag.causes decides its cause as for any recompile), its frame and position
-  (from `compile_start`; older traces: the recompile's, or the step open at its start), and as
+  `recompile` event (diag.causes decides its cause as for any recompile), its frame (from
+  `compile_start`, else an earlier compile of the same Dynamo frame) and position (from
+  `compile_start`; older traces: its recompile's, or the step open at its start), and as
   `duration_s` the time from its start to the process's last event, a lower bound;
 - `run.unfinished`: that compile, and the steps, requests, profiler windows
   (`profile_window_start` without `profile_window_end`) and CUDA-graph recordings
@@ -67,9 +68,9 @@ def add_unfinished(run: RunData) -> None:
         if process.ended:
             continue
         path = process.folder / EVENTS_FILE
-        starts, guards, last_t = _scan(path)
+        starts, recompiles, last_t = _scan(path)
         last_t = max(last_t or 0, _last_seen(run, process.pid))
-        found.extend(_compiles(run, process, starts, guards, last_t))
+        found.extend(_compiles(run, process, starts, recompiles, last_t))
         found.extend(_open_pairs(run, process.pid, last_t))
     if found:
         run.compiles.sort(key=lambda c: c.t)
@@ -79,11 +80,11 @@ def add_unfinished(run: RunData) -> None:
 # --- compiles ---------------------------------------------------------------------------------
 
 
-def _scan(path: Path) -> tuple[dict[Key, dict[str, Any]], dict[Key, list[Guard]], int | None]:
-    """The compile_start events with no compile_end, the recompiles' guards, and the t of the
+def _scan(path: Path) -> tuple[dict[Key, dict[str, Any]], dict[Key, dict[str, Any]], int | None]:
+    """The compile_start events with no compile_end, the recompile events, and the t of the
     file's last complete line."""
     starts: dict[Key, dict[str, Any]] = {}
-    guards: dict[Key, list[Guard]] = {}
+    recompiles: dict[Key, dict[str, Any]] = {}
     last: bytes = b""
     try:
         with open(path, "rb") as handle:
@@ -102,12 +103,12 @@ def _scan(path: Path) -> tuple[dict[Key, dict[str, Any]], dict[Key, list[Guard]]
                 elif b'"recompile"' in head:
                     event = decode_event(raw)
                     if event is not None:
-                        guards[_key(event)] = _guards(event.get("guards"))
+                        recompiles[_key(event)] = event
     except OSError:
         return {}, {}, None
     event = decode_event(last) if last else None
     t = event.get("t") if event is not None else None
-    return starts, guards, t if isinstance(t, int) else None
+    return starts, recompiles, t if isinstance(t, int) else None
 
 
 def _key(event: dict[str, Any]) -> Key:
@@ -144,15 +145,17 @@ def _compiles(
     run: RunData,
     process: Process,
     starts: dict[Key, dict[str, Any]],
-    guards: dict[Key, list[Guard]],
+    recompiles: dict[Key, dict[str, Any]],
     last_t: int,
 ) -> list[Unfinished]:
     found = []
     for (epoch, compile_id), event in starts.items():
         raw_t = event.get("t")
         start_t: int = raw_t if isinstance(raw_t, int) else last_t
-        failing = guards.get((epoch, compile_id), [])
-        phase, request_id, step = _position(run, process.pid, event, start_t)
+        recompile = recompiles.get((epoch, compile_id))
+        failing = _guards(recompile.get("guards")) if recompile is not None else []
+        placed = event if _placed(event) or recompile is None else recompile
+        phase, request_id, step = _position(run, process.pid, placed, start_t)
         run.compiles.append(
             Compile(
                 compile_id=compile_id,
@@ -189,9 +192,9 @@ def _compiles(
 def _position(
     run: RunData, pid: int, event: dict[str, Any], t: int
 ) -> tuple[str, str | None, int | None]:
-    """compile_start's own position; a trace written before it had one: the request and step
-    open in that process at `t`."""
-    if "request_id" in event or "phase" in event:
+    """The event's own position (compile_start's, or before it carried one, its recompile's);
+    else the request and step open in that process at `t`."""
+    if _placed(event):
         request_id = event.get("request_id")
         step = event.get("step")
         return (
@@ -214,6 +217,10 @@ def _position(
         )
         return request.phase, request.request_id, step
     return "live", None, None
+
+
+def _placed(event: dict[str, Any]) -> bool:
+    return "request_id" in event or "phase" in event
 
 
 def _earlier_frame(run: RunData, pid: int, epoch: int, compile_id: str) -> Frame | None:
