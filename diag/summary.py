@@ -51,6 +51,8 @@ class RunSummary:
     compiles: int = 0
     live_compiles: int = 0
     live_recompiles: int = 0
+    #: Live compiles that began and never ended (the process stopped inside them).
+    live_cut_off: int = 0
     limit_hits: int = 0
     graph_breaks: int = 0
     profile_windows: int = 0
@@ -122,8 +124,9 @@ class RunSummary:
         return text
 
     def _live_compiles_text(self) -> str:
+        cut = f" ({self.live_cut_off} cut off: never ended)" if self.live_cut_off else ""
         counts = (
-            f"{self.live_compiles} compile(s), {self.live_recompiles} recompile(s), "
+            f"{self.live_compiles} compile(s){cut}, {self.live_recompiles} recompile(s), "
             f"{self.limit_hits} recompile-limit hit(s)"
         )
         if not self.processes or not any(self.requests.values()):
@@ -189,6 +192,7 @@ def summarize_run(run_path: Path) -> RunSummary:
         summary.processes += 1
         before = (dict(summary.requests), dict(summary.steps))
         start: dict[str, Any] = {}
+        live_starts: set[tuple[object, object]] = set()  # live compiles begun, not yet ended
         for event in iter_events(events_path):
             kind = event.get("ev")
             phase = "warmup" if event.get("phase") == "warmup" else "live"
@@ -200,8 +204,12 @@ def summarize_run(run_path: Path) -> RunSummary:
                 summary.requests[phase] += 1
             elif kind == "step_end":
                 summary.steps[phase] += 1
+            elif kind == "compile_start":
+                if event.get("phase") == "live" and event.get("request_id") is not None:
+                    live_starts.add((event.get("epoch"), event.get("compile_id")))
             elif kind == "compile_end":
                 summary.compiles += 1
+                live_starts.discard((event.get("epoch"), event.get("compile_id")))
                 if event.get("phase") == "live" and event.get("request_id") is not None:
                     summary.live_compiles += 1
             elif kind == "recompile":
@@ -221,6 +229,8 @@ def summarize_run(run_path: Path) -> RunSummary:
                 summary.magi_guard_failures += 1
             elif kind == "collector_error":
                 summary.collector_errors += 1
+        summary.live_compiles += len(live_starts)
+        summary.live_cut_off += len(live_starts)
         pid = start.get("pid")
         if isinstance(pid, int):
             starts[pid] = start
