@@ -68,8 +68,9 @@ def add_unfinished(run: RunData) -> None:
         if process.ended:
             continue
         path = process.folder / EVENTS_FILE
-        starts, recompiles, last_t = _scan(path)
-        last_t = max(last_t or 0, _last_seen(run, process.pid))
+        starts, recompiles, scanned = _scan(path)
+        # The file's last line is the process's last event (events are appended as they happen).
+        last_t = scanned if scanned is not None else _last_seen(run, process.pid)
         found.extend(_compiles(run, process, starts, recompiles, last_t))
         found.extend(_open_pairs(run, process.pid, last_t))
     if found:
@@ -80,7 +81,16 @@ def add_unfinished(run: RunData) -> None:
 # --- compiles ---------------------------------------------------------------------------------
 
 
-def _scan(path: Path) -> tuple[dict[Key, dict[str, Any]], dict[Key, dict[str, Any]], int | None]:
+#: The event names the scan looks for, as they appear in a line.
+_MARKS = (b'"compile_start"', b'"compile_end"', b'"recompile"')
+#: Bytes read at a time: the markers are searched in the whole block at C speed (compile events
+#: are rare among a server's step events), and only the lines holding one are decoded.
+_BLOCK = 16 << 20
+
+
+def _scan(
+    path: Path,
+) -> tuple[dict[Key, dict[str, Any]], dict[Key, dict[str, Any]], int | None]:
     """The compile_start events with no compile_end, the recompile events, and the t of the
     file's last complete line."""
     starts: dict[Key, dict[str, Any]] = {}
@@ -88,27 +98,47 @@ def _scan(path: Path) -> tuple[dict[Key, dict[str, Any]], dict[Key, dict[str, An
     last: bytes = b""
     try:
         with open(path, "rb") as handle:
-            for raw in handle:
-                if raw.endswith(b"\n"):
-                    last = raw
-                head = raw[:64]
-                if b'"compile_start"' in head:
-                    event = decode_event(raw)
-                    if event is not None:
+            rest = b""
+            while block := handle.read(_BLOCK):
+                data = rest + block
+                cut = data.rfind(b"\n") + 1
+                data, rest = data[:cut], data[cut:]
+                if data:
+                    last = data[data.rfind(b"\n", 0, len(data) - 1) + 1 :]
+                for event in _compile_events(data):
+                    kind = event.get("ev")
+                    if kind == "compile_start":
                         starts[_key(event)] = event
-                elif b'"compile_end"' in head:
-                    event = decode_event(raw)
-                    if event is not None:
+                    elif kind == "compile_end":
                         starts.pop(_key(event), None)
-                elif b'"recompile"' in head:
-                    event = decode_event(raw)
-                    if event is not None:
+                    elif kind == "recompile":
                         recompiles[_key(event)] = event
     except OSError:
         return {}, {}, None
-    event = decode_event(last) if last else None
-    t = event.get("t") if event is not None else None
+    final = decode_event(last) if last else None
+    t = final.get("t") if final is not None else None
     return starts, recompiles, t if isinstance(t, int) else None
+
+
+def _compile_events(data: bytes) -> list[dict[str, Any]]:
+    """The compile events among `data`'s complete lines, in file order."""
+    found: dict[int, dict[str, Any]] = {}
+    for mark in _MARKS:
+        at = data.find(mark)
+        while at >= 0:
+            begin = data.rfind(b"\n", 0, at) + 1
+            end = data.find(b"\n", at)
+            end = len(data) if end < 0 else end
+            if begin not in found:
+                event = decode_event(data[begin:end])
+                if event is not None and event.get("ev") in (
+                    "compile_start",
+                    "compile_end",
+                    "recompile",
+                ):
+                    found[begin] = event
+            at = data.find(mark, end)
+    return [found[begin] for begin in sorted(found)]
 
 
 def _key(event: dict[str, Any]) -> Key:
@@ -252,22 +282,21 @@ def _last_seen(run: RunData, pid: int) -> int:
 
 def _open_pairs(run: RunData, pid: int, last_t: int) -> list[Unfinished]:
     found = []
-    for request in run.requests:
-        if request.pid != pid:
-            continue
-        if request.end_t is None:
-            found.append(
-                Unfinished(
-                    "request",
-                    pid,
-                    request.start_t,
-                    last_t,
-                    request.phase,
-                    request.request_id,
-                    None,
-                    request.request_id,
-                )
+    # A request ends its open step (and a new one ends the open request) before its own end is
+    # written, so only a request with no end can hold a step with none.
+    for request in [r for r in run.requests if r.end_t is None and r.pid == pid]:
+        found.append(
+            Unfinished(
+                "request",
+                pid,
+                request.start_t,
+                last_t,
+                request.phase,
+                request.request_id,
+                None,
+                request.request_id,
             )
+        )
         found.extend(
             Unfinished(
                 "step",
