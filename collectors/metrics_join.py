@@ -12,6 +12,7 @@ yields nothing.
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Iterator
 from types import ModuleType
@@ -68,10 +69,11 @@ class DiagCollector:
 
 
 def _register(session: Session, module: ModuleType) -> None:
-    import prometheus_client.core as core  # part of the package the program just imported
-
+    # The metric families live in a module prometheus_client's own import loads: diag imports
+    # nothing the program did not.
+    core = sys.modules.get("prometheus_client.metrics_core")
     registry = getattr(module, "REGISTRY", None)
-    if registry is not None:
+    if core is not None and registry is not None:
         registry.register(DiagCollector(session, core))
 
 
