@@ -568,6 +568,8 @@ def not_seen_summary(visibility: Visibility) -> str:
         parts.append("no warmup was identified")
     if PROCESS_CUT_SHORT in kinds:
         parts.append("some processes ended early")
+    if UNFINISHED in kinds:
+        parts.append("some requests or compiles never finished")
     if COLLECTORS_PAUSED in kinds:
         parts.append("some requests were served while collection was paused")
     return "; ".join(parts) or "see the notices above"
