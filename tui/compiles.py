@@ -15,7 +15,7 @@ from rich.text import Text
 
 from diag.frames import label as frame_label
 from diag.rankset import ranks_text
-from diag.request_names import request_name
+from diag.request_names import request_label, request_name
 from diag.trace.run import Compile, RunData
 
 from .cells import field, lines, seconds, text
@@ -77,6 +77,7 @@ class CompilesView(RankGroupedView):
         "phase": "phase",
         "request": "request",
         "req": "request",
+        "task": "task",
         "step": "step",
         "result": "result",
         "kind": "kind",
@@ -150,7 +151,12 @@ class CompilesView(RankGroupedView):
                 "id": item.compile_id,
                 "frame": frame,
                 "phase": item.phase,
-                "request": request,
+                "request": item.request_id or "",
+                "task": (
+                    request_label(info.source, item.pid, item.request_id) or ""
+                    if info.source is not None
+                    else ""
+                ),
                 "step": "" if item.step is None else str(item.step),
                 "result": item.result,
                 "kind": _kinds(item),

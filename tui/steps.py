@@ -15,7 +15,7 @@ from textual.app import ComposeResult
 
 from diag.perfetto.hint import step_line
 from diag.rankset import ranks_text
-from diag.request_names import request_name
+from diag.request_names import request_label, request_name
 from diag.trace.run import Compile, Event, RunData, Step
 
 from .cells import field as labelled
@@ -36,8 +36,10 @@ class StepInfo:
     rank: int | None = None
     #: A group's row (many ranks, one step): the ranks' own steps; `step` is the slowest's.
     members: list[StepInfo] = field(default_factory=list)
-    #: The request as every view names it: `r5`, or `r5 (task ...)` (diag.request_names).
+    #: The request as every view names it: `r5`, or `r5 (task ...)` (diag.request_names), and
+    #: the program's own name alone (filtered as `task:`).
     request: str = ""
+    task: str = ""
 
 
 def _by_step(
@@ -77,6 +79,7 @@ class StepsView(RankGroupedView):
         "run": "run",
         "request": "request",
         "req": "request",
+        "task": "task",
         "phase": "phase",
         "step": "step",
         "shape": "shape",
@@ -110,6 +113,7 @@ class StepsView(RankGroupedView):
                     run.process_tag(step.pid),
                     ranks.get(step.pid),
                     request=request_name(run, step.pid, step.request_id),
+                    task=request_label(run, step.pid, step.request_id) or "",
                 )
                 rows.append(self._row(info))
                 grouped = ranks and info.rank is not None
@@ -133,6 +137,7 @@ class StepsView(RankGroupedView):
             tag,
             members=infos,
             request=slowest.request,
+            task=slowest.task,
         )
         row = self._row(info)
         compiling = [i for i in infos if i.compiles]
@@ -164,7 +169,8 @@ class StepsView(RankGroupedView):
             ],
             fields={
                 "run": info.run,
-                "request": info.request or step.request_id,
+                "request": step.request_id,
+                "task": info.task,
                 "phase": step.phase,
                 "step": str(step.index),
                 "shape": shape(step.shape),

@@ -27,7 +27,7 @@ from diag.live_metrics import EventTail, LiveCounters
 from diag.trace.inflight import CUT_OFF
 from diag.trace.run import load_trace
 from diag.tui.app import DiagApp
-from tests.tui.support import drive, screen_text
+from tests.tui.support import choose_finding, drive, screen_text
 
 from .lightx2v_server import free_port
 from .support import PYTHON, events, manifest, of
@@ -318,6 +318,22 @@ def test_a_recording_in_progress_shows_its_live_compile_and_counts_it(tmp_path: 
             screen = screen_text(app)
             assert "still running" in screen, screen
             assert "denoise recompiled during live request r3 (task TASK-2)" in screen, screen
+            # The finding opens its compile, cut off so far; the steps name their task.
+            await choose_finding(app, pilot, "live-compile", request_id="r3")
+            await pilot.press("enter")
+            compiles = app.view("compiles")
+            assert [(r.fields["request"], r.fields["task"]) for r in compiles.shown] == [
+                ("r3", "TASK-2")
+            ]
+            assert compiles.shown[0].fields["result"] == CUT_OFF
+            await pilot.press("2")
+            steps = app.view("steps")
+            steps.apply_filter("task:task-3")
+            assert {r.fields["request"] for r in steps.shown} == set()  # r4 has not started
+            steps.apply_filter("task:task-2")
+            assert {r.fields["request"] for r in steps.shown} == {"r3"}
+            await pilot.pause()
+            assert "r3 (task TASK-2)" in screen_text(app)
 
         drive(trace, script, size=(200, 40))
 
