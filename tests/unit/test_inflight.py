@@ -122,3 +122,23 @@ def test_the_notice_names_what_was_left_and_the_running_case_says_in_progress(
     assert "recompile 0/1 (open at least" in message
     assert "profiler window r2-s0-new-shape (no Kineto trace written)" in message
     assert "the CUDA-graph recording of compile 0/1" in message
+
+
+def test_a_hostile_task_id_is_printed_tame(tmp_path: Path) -> None:
+    """A client chooses LightX2V's task id: control characters never reach a terminal, and a
+    long one is cut."""
+    from diag.request_names import request_name
+
+    label = "\x1b[31mred\x07" + "x" * 200
+    run = _trace(
+        tmp_path,
+        [
+            {"ev": "process_start", "pid": 7, "ppid": 1, "argv": ["serve"]},
+            {"ev": "request_start", "request_id": "r1", "phase": "live", "label": label},
+            {"ev": "request_end", "request_id": "r1", "phase": "live"},
+            {"ev": "process_end"},
+        ],
+    )
+    name = request_name(run, 7, "r1")
+    assert name.startswith("r1 (task ?[31mred?xxx") and name.endswith("…)")
+    assert name.isprintable() and len(name) < 64
