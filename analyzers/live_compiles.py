@@ -38,6 +38,8 @@ from diag.guards import (
     mark_dynamic_hint,
 )
 from diag.rankset import ranks_text
+from diag.request_names import request_label, request_name
+from diag.trace.inflight import CUT_OFF
 from diag.trace.run import Compile, Frame, Guard, Request, RunData, Trace
 
 from .common import format_seconds as _secs
@@ -98,12 +100,14 @@ class _Coverage:
 
 def analyze(trace: Trace) -> list[Finding]:
     findings: list[Finding] = []
+    # A compile with no end in a recording still going may be compiling still.
+    running = trace.manifest.get("status") == "running"
     for run in trace.subject_runs:
-        findings.extend(_analyze_run(run))
+        findings.extend(_analyze_run(run, running))
     return findings
 
 
-def _analyze_run(run: RunData) -> list[Finding]:
+def _analyze_run(run: RunData, running: bool = False) -> list[Finding]:
     if not run.compiles:
         return []
     requests = {(r.pid, r.request_id): r for r in run.requests}
@@ -120,7 +124,7 @@ def _analyze_run(run: RunData) -> list[Finding]:
             key = (item.pid, _owner_frame(run, item.frame), item.request_id)
             groups.setdefault(key, []).append(item)
     findings = [
-        _live_finding(run, compiles, requests.get((pid, rid)))
+        _live_finding(run, compiles, requests.get((pid, rid)), running)
         for (pid, _, rid), compiles in groups.items()
     ]
     findings.extend(_cold_finding(run, pid, items) for pid, items in unmarked.items())
@@ -136,28 +140,35 @@ def _analyze_run(run: RunData) -> list[Finding]:
 # --- one live compile group -------------------------------------------------------------------
 
 
-def _live_finding(run: RunData, compiles: list[Compile], request: Request | None) -> Finding:
+def _live_finding(
+    run: RunData, compiles: list[Compile], request: Request | None, running: bool = False
+) -> Finding:
     first = next((c for c in compiles if not _is_resume(c.frame)), compiles[0])
     frame = frame_label(run, first.frame)
     rid = first.request_id or "?"
+    name = request_name(run, first.pid, rid)
     steps = sorted({c.step for c in compiles if c.step is not None})
     total = sum(c.duration_s or 0.0 for c in compiles)
     shape = _request_shape(request) if request is not None else None
     recompiled = any(c.guards for c in compiles)
     verb = "recompiled" if recompiled else "compiled"
     steps_text = _steps_text(steps)
-    title = f"{frame} {verb} during live request {rid} at {steps_text} ({_secs(total)} of compile)"
+    cut_off = _cut_off_text(compiles, running)
+    title = f"{frame} {verb} during live request {name} at {steps_text}" + (
+        f"; {cut_off}" if cut_off else f" ({_secs(total)} of compile)"
+    )
     cause = _first_cause(run, compiles)
     newest = cause.guard if cause is not None else None
     if cause is not None:
         title += f": {cause_short(cause)}"
 
     evidence = [
-        f"live request {rid}"
-        + (f" (shape {_fmt(shape)})" if shape else "")
+        f"live request {name}"
+        + (f", shape {_fmt(shape)}" if shape else "")
         + f": {len(compiles)} compile(s) of {frame} at {steps_text}, {_secs(total)} in all"
+        + (" (at least: one never finished)" if cut_off else "")
     ]
-    evidence.extend(_compile_line(run, c) for c in compiles)
+    evidence.extend(_compile_line(run, c, running) for c in compiles)
     coverage: _Coverage | None = None
     size_guard = _size_guard(run, compiles)
     if shape is not None and size_guard is not None:
@@ -236,6 +247,8 @@ def _live_finding(run: RunData, compiles: list[Compile], request: Request | None
         data={
             "frame": frame,
             "request_id": rid,
+            "request_label": request_label(run, first.pid, rid),
+            "cut_off": [c.compile_id for c in compiles if c.result == CUT_OFF],
             "steps": steps,
             "compile_ids": [c.compile_id for c in compiles],
             "compile_s": round(total, 6),
@@ -330,10 +343,28 @@ def _cold_finding(run: RunData, pid: int, compiles: list[Compile]) -> Finding:
     )
 
 
-def _compile_line(run: RunData, item: Compile) -> str:
+def _cut_off_text(compiles: list[Compile], running: bool) -> str | None:
+    """What the title says of compiles that never ended (diag.trace.inflight)."""
+    cut = [c for c in compiles if c.result == CUT_OFF]
+    if not cut:
+        return None
+    spent = _secs(sum(c.duration_s or 0.0 for c in compiles))
+    if running:
+        return f"not finished when the trace was read (at least {spent} of compile so far)"
+    return f"the process ended before the compile finished (at least {spent} of compile)"
+
+
+def _compile_line(run: RunData, item: Compile, running: bool = False) -> str:
     where = f"step {item.step}" if item.step is not None else "outside a step"
-    result = "" if item.result == "ok" else f", result {item.result}"
-    line = f"{where}: compile {item.compile_id} took {_secs(item.duration_s or 0.0)}{result}"
+    if item.result == CUT_OFF:
+        end = "the trace was read" if running else "the process ended"
+        line = (
+            f"{where}: compile {item.compile_id} started and had not ended when {end}, "
+            f"{_secs(item.duration_s or 0.0)} later (no compile_end)"
+        )
+    else:
+        result = "" if item.result == "ok" else f", result {item.result}"
+        line = f"{where}: compile {item.compile_id} took {_secs(item.duration_s or 0.0)}{result}"
     cause = recompile_cause(run, item)
     if cause is None:
         return line + " (first compile of the frame: no cache entry to fail)"

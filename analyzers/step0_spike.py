@@ -54,16 +54,20 @@ from diag.claims import claim
 from diag.errors import DiagError
 from diag.findings import Finding
 from diag.frames import label as frame_label
+from diag.request_names import request_name
 from diag.spikes import (
     DESCRIPTIONS,
+    FACTOR,
     FIXES,
+    FLOOR_S,
     ProfileComparison,
     SpikeCause,
     compare_profile,
     event_cause,
+    is_spike,
     profile_cause,
 )
-from diag.stats import NOISE_SIGMAS, Sample, sample, stands_out
+from diag.stats import NOISE_SIGMAS, Sample, sample
 from diag.trace.run import Compile, Event, Request, RunData, Step, Trace
 
 from .common import format_seconds as _secs
@@ -72,10 +76,6 @@ from .common import process_lines as _tag_lines
 
 ANALYZER = "step0-spike"
 
-#: Step 0 must take at least FACTOR x the steady median ...
-FACTOR = 2.0
-#: ... and at least FLOOR_S more than it.
-FLOOR_S = 0.050
 #: Unprofiled other steps the baseline needs.
 MIN_BASELINE = 2
 #: Compiles "explain" the excess when their seconds are at least this share of it.
@@ -114,12 +114,7 @@ class _Timing:
 
     @property
     def spike(self) -> bool:
-        return (
-            self.step0 >= FACTOR * self.median
-            and self.excess >= FLOOR_S
-            and self.step0 > self.slowest
-            and stands_out(self.step0, self.baseline)
-        )
+        return is_spike(self.step0, self.baseline)
 
     @property
     def cpu_share(self) -> float | None:
@@ -408,7 +403,8 @@ def _check(
     if noisy:
         what = "too noisy to judge (" + what + ", and the host's noise could explain it)"
     title = (
-        f"Live request {rid} step 0 took {_secs(timing.step0)}, {ratio:.1f}x its steady "
+        f"Live request {request_name(run, request.pid, rid)} step 0 took "
+        f"{_secs(timing.step0)}, {ratio:.1f}x its steady "
         f"{_secs(timing.median)}: {what}"
     )
     return Finding(

@@ -52,6 +52,25 @@ def bounded_reason(text: object) -> str | None:
     return text[:MAX_FAIL_REASON] + f"\n... ({len(text) - MAX_FAIL_REASON} more characters)"
 
 
+#: torch's intern table read backwards (id -> file name), refreshed when an id is missing.
+_FILES: dict[int, str] = {}
+
+
+def _interned_file(value: Any) -> str | None:
+    """A file name torch's structured logger interned (`intern_string`) as `value`."""
+    if isinstance(value, str):
+        return value
+    if not isinstance(value, int) or value < 0:
+        return None
+    if value not in _FILES:
+        try:
+            from torch._logging.structured import INTERN_TABLE
+        except ImportError:
+            return None
+        _FILES.update({number: name for name, number in INTERN_TABLE.items()})
+    return _FILES.get(value)
+
+
 class CompileCollector:
     def __init__(self, session: Session) -> None:
         self.session = session
@@ -100,7 +119,15 @@ class CompileCollector:
         if "dynamo_start" in metadata:
             compile_id = self._compile_id(metadata)
             self.started[compile_id] = time.monotonic_ns()
-            self.session.emit("compile_start", compile_id=compile_id, epoch=self.epoch)
+            # The frame and position now, not only at compile_end: a compile the process never
+            # finishes (shutdown, os._exit, a crash) is still a compile of this frame, here.
+            self.session.emit(
+                "compile_start",
+                compile_id=compile_id,
+                epoch=self.epoch,
+                frame=self._starting_frame(metadata),
+                **self._where(),
+            )
             return
         if "compilation_metrics" in metadata:
             self._on_metrics(metadata["compilation_metrics"])
@@ -158,6 +185,25 @@ class CompileCollector:
                 raw=text[:4000],
                 **self._where(),
             )
+
+    def _starting_frame(self, metadata: dict[str, Any]) -> dict[str, Any] | None:
+        """The frame a compile starts on: as an earlier compile of the same frame id named it,
+        else the last entry of dynamo_start's stack (the compiled code: its co_firstlineno and
+        name, the file interned by torch's structured logger)."""
+        frame_id = metadata.get("frame_id")
+        known = self.frames.get(frame_id) if isinstance(frame_id, int) else None
+        if known is not None:
+            return known
+        start = metadata.get("dynamo_start")
+        stack = start.get("stack") if isinstance(start, dict) else None
+        last = stack[-1] if isinstance(stack, list) and stack else None
+        if not isinstance(last, dict) or not isinstance(last.get("name"), str):
+            return None
+        return {
+            "name": last["name"],
+            "file": _interned_file(last.get("filename")),
+            "line": last.get("line") if isinstance(last.get("line"), int) else None,
+        }
 
     @staticmethod
     def _compile_id(metadata: dict[str, Any]) -> str:

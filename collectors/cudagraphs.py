@@ -74,7 +74,12 @@ class CudaGraphCollector:
         if _trigger(args) != "CUDAGRAPH_RECORDING":
             return
         try:
-            self._open[str(args.compile_id)] = (time.monotonic_ns(), self._reserved())
+            now = time.monotonic_ns()
+            self._open[str(args.compile_id)] = (now, self._reserved())
+            # Its begin on its own line: a capture the process never finishes is still seen.
+            self.session.emit(
+                "cudagraph_record_start", t=now, compile_id=str(args.compile_id), **self._position()
+            )
         except Exception as exc:  # noqa: BLE001 - a torch callback must never raise
             self.session.collector_error("cudagraphs.start", exc)
 

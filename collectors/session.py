@@ -21,6 +21,7 @@ from diag.processes import process_start_ticks
 from diag.trace.events import EventWriter
 from diag.trace.format import (
     ENV_MAX_SIZE,
+    ENV_METRICS_JOIN,
     ENV_PROFILE,
     ENV_RUN_LABEL,
     ENV_STANCE,
@@ -204,6 +205,13 @@ class Session:
         from . import crash
 
         self.guarded("crash", crash.install, self)
+        from . import shutdown
+
+        self.guarded("shutdown", shutdown.install, self)
+        if os.environ.get(ENV_METRICS_JOIN) == "1":
+            from . import metrics_join
+
+            self.guarded("metrics_join", metrics_join.install, self)
         self.guarded("adapters", install_adapters, self)
         from . import magi
         from .importhook import on_import

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 
 PHASE_WARMUP = "warmup"
 PHASE_LIVE = "live"
+#: A request label longer than this is cut (a client can choose LightX2V's task id).
+LABEL_MAX = 128
 
 
 def warmup_requests_from_env() -> int:
@@ -71,7 +73,10 @@ class StepTracker:
         request_id: str | None = None,
         shape: list[int] | None = None,
         steps: int | None = None,
+        label: str | None = None,
     ) -> str:
+        """Open a request. `label` is the program's own name for it (LightX2V's task id): shown
+        beside diag's id, never in place of it, since finding ids must not change run to run."""
         if self.session.paused:  # Session.pause: no request is recorded
             return request_id or ""
         if self.request_id is not None:
@@ -89,7 +94,12 @@ class StepTracker:
         self.request_steps = steps  # as the adapter declared it; None when unknown
         self.next_step = 0
         self.session.emit(
-            "request_start", request_id=self.request_id, phase=self.phase, shape=shape, steps=steps
+            "request_start",
+            request_id=self.request_id,
+            phase=self.phase,
+            shape=shape,
+            steps=steps,
+            **({"label": label[:LABEL_MAX]} if label else {}),
         )
         profiler = self.session.profiler
         if profiler is not None:

@@ -48,13 +48,18 @@ def phase(name: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def request(request_id: str | None = None, shape: Sequence[int] | None = None) -> Iterator[None]:
-    """One request (one pipeline call): its steps follow."""
+def request(
+    request_id: str | None = None,
+    shape: Sequence[int] | None = None,
+    label: str | None = None,
+) -> Iterator[None]:
+    """One request (one pipeline call): its steps follow. `label`: your own name for it (a task
+    id), shown beside diag's request id."""
     tracker = _tracker()
     if tracker is None:
         yield
         return
-    tracker.request_start(request_id, list(shape) if shape is not None else None)
+    tracker.request_start(request_id, list(shape) if shape is not None else None, label=label)
     try:
         yield
     finally:

@@ -12,12 +12,14 @@ Standard library only: `diag check` and the end of `diag record` import it.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import socket
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from diag.endings import UNFINISHED, handler_exits, shutdown_detail, unfinished_messages
 from diag.processes import boot_id, is_alive
 from diag.trace.format import (
     BOOTSTRAP_ERRORS,
@@ -126,6 +128,7 @@ def assess(trace: Trace) -> Visibility:
     """The recording's status and what diag could not see in it, most serious first."""
     imported = _is_imported(trace)
     status = _imported_status(trace) if imported else _recording_status(trace)
+    status = _with_shutdowns(trace, status)
     notices: list[Notice] = []
     if not status.complete:
         notices.append(_teardown_notice(trace, status) or _incomplete_notice(status))
@@ -503,6 +506,7 @@ def _run_notices(trace: Trace, run: RunData, imported: bool) -> list[Notice]:
             )
         )
     stopped = {event.pid for event in run.of(STOPPED)} | _truncated_pids(entry)
+    stopped |= set(handler_exits(run))  # a shutdown handler's os._exit is not a cut-short process
     cut = [p for p in run.processes if not p.ended and p.pid not in stopped]
     if cut and (entry is None or entry.get("status") == STATUS_COMPLETE):
         shown = ", ".join(str(p.pid) for p in cut[:4])
@@ -515,6 +519,7 @@ def _run_notices(trace: Trace, run: RunData, imported: bool) -> list[Notice]:
                 run.label,
             )
         )
+    notices.extend(_unfinished_notices(trace, run))
     if not run.requests:
         compiled = len(run.compiles)
         seen = f"{compiled} compile(s) were recorded, but" if compiled else "nothing compiled and"
@@ -633,6 +638,32 @@ def _rotated_notice(run: RunData) -> Notice | None:
     )
 
 
+def _with_shutdowns(trace: Trace, status: RecordingStatus) -> RecordingStatus:
+    """A process stopped by its own shutdown handler (diag.endings) is how it ended: say so."""
+    details = [d for run in trace.subject_runs if (d := shutdown_detail(run))]
+    if not details:
+        return status
+    return dataclasses.replace(status, detail=f"{status.detail}; {'; '.join(details)}")
+
+
+def _unfinished_notices(trace: Trace, run: RunData) -> list[Notice]:
+    """What a process began and never ended (a request, a step, a compile): named."""
+    running = trace.manifest.get("status") == STATUS_RUNNING
+    return [
+        Notice(
+            UNFINISHED,
+            message,
+            "the request is still being served; analyze again when it ends"
+            if running
+            else "what these would have recorded at their end is missing (step time, the "
+            "compile's result); a server that finishes or cancels its requests before it exits "
+            "keeps them",
+            run.label,
+        )
+        for message in unfinished_messages(run, running)
+    ]
+
+
 def _warmup_notice(run: RunData) -> list[Notice]:
     """Processes (ranks, workers) whose requests include no warmup: `--warmup-requests` counts
     per process, so each one is judged alone."""
@@ -684,6 +715,8 @@ def not_seen_summary(visibility: Visibility) -> str:
         parts.append("no warmup was identified")
     if PROCESS_CUT_SHORT in kinds:
         parts.append("some processes ended early")
+    if UNFINISHED in kinds:
+        parts.append("some requests or compiles never finished")
     if COLLECTORS_PAUSED in kinds:
         parts.append("some requests were served while collection was paused")
     if RECORDING_TRUNCATED in kinds:

@@ -67,6 +67,8 @@ class RunSummary:
     compiles: int = 0
     live_compiles: int = 0
     live_recompiles: int = 0
+    #: Live compiles that began and never ended (the process stopped inside them).
+    live_cut_off: int = 0
     limit_hits: int = 0
     graph_breaks: int = 0
     profile_windows: int = 0
@@ -153,8 +155,9 @@ class RunSummary:
         return text
 
     def _live_compiles_text(self) -> str:
+        cut = f" ({self.live_cut_off} cut off: never ended)" if self.live_cut_off else ""
         counts = (
-            f"{self.live_compiles} compile(s), {self.live_recompiles} recompile(s), "
+            f"{self.live_compiles} compile(s){cut}, {self.live_recompiles} recompile(s), "
             f"{self.limit_hits} recompile-limit hit(s)"
         )
         if not self.processes or not any(self.requests.values()):
@@ -219,6 +222,7 @@ def summarize_run(run_path: Path, root: Path | None = None) -> RunSummary:
         summary.processes += 1
         before = (dict(summary.requests), dict(summary.steps))
         start: ev.ProcessStart | None = None
+        live_starts: set[tuple[object, object]] = set()  # live compiles begun, not yet ended
         for event in _events(root, events_path):
             phase = "warmup" if getattr(event, "phase", None) == "warmup" else "live"
             live = (
@@ -233,9 +237,13 @@ def summarize_run(run_path: Path, root: Path | None = None) -> RunSummary:
                 summary.adapters.add(str(event.name))
             elif isinstance(event, ev.RequestStart):
                 summary.requests[phase] += 1
+            elif isinstance(event, ev.CompileStart):
+                if live:
+                    live_starts.add((event.epoch, event.compile_id))
             elif isinstance(event, ev.CompileEnd):
                 summary.compiles += 1
                 summary.live_compiles += live
+                live_starts.discard((event.epoch, event.compile_id))
             elif isinstance(event, ev.Recompile):
                 summary.live_recompiles += live
             elif isinstance(event, ev.RecompileLimit):
@@ -257,6 +265,8 @@ def summarize_run(run_path: Path, root: Path | None = None) -> RunSummary:
             elif isinstance(event, Unknown) and event.kind == "steps_dropped":
                 dropped = event.data.get("steps")
                 summary.steps_dropped += dropped if isinstance(dropped, int) else 0
+        summary.live_compiles += len(live_starts)
+        summary.live_cut_off += len(live_starts)
         pid = start.pid if start is not None else None
         if start is not None:
             starts[start.pid] = start

@@ -13,6 +13,7 @@ from dataclasses import field as dataclass_field
 
 from diag.frames import label as frame_label
 from diag.rankset import ranks_text
+from diag.request_names import request_label, request_name
 from diag.trace.run import Compile, RunData
 
 from .cells import Text, field, lines, seconds, text
@@ -21,7 +22,12 @@ from .loader import TraceData
 from .rank_groups import RankGroupedView, ranks_of
 from .table_view import Column, Row
 
-RESULT_STYLE = {"ok": "", "failed": "bold red", "recompile_limit": "bold red"}
+RESULT_STYLE = {
+    "ok": "",
+    "failed": "bold red",
+    "recompile_limit": "bold red",
+    "cut-off": "bold red",
+}
 
 
 @dataclass
@@ -34,6 +40,16 @@ class CompileInfo:
     rank: int | None = None
     #: A group's row (the same compile on many ranks): the ranks' own; `item` is the slowest's.
     members: list[CompileInfo] = dataclass_field(default_factory=list)
+
+
+def _request(info: CompileInfo) -> str:
+    """The compile's request as every view names it (diag.request_names)."""
+    item = info.item
+    if item.request_id is None:
+        return ""
+    if info.source is None:
+        return item.request_id
+    return request_name(info.source, item.pid, item.request_id)
 
 
 def _kinds(item: Compile) -> str:
@@ -59,6 +75,7 @@ class CompilesView(RankGroupedView):
         "phase": "phase",
         "request": "request",
         "req": "request",
+        "task": "task",
         "step": "step",
         "result": "result",
         "kind": "kind",
@@ -113,6 +130,7 @@ class CompilesView(RankGroupedView):
     def _row(self, info: CompileInfo) -> Row:
         item = info.item
         frame = info.frame if item.frame else "?"
+        request = _request(info)
         return Row(
             key=f"{info.run}|{item.pid}|{item.epoch}|{item.compile_id}",
             cells=[
@@ -120,7 +138,7 @@ class CompilesView(RankGroupedView):
                 text(item.compile_id),
                 text(frame),
                 text(item.phase),
-                text(item.request_id or ""),
+                text(request),
                 text("" if item.step is None else item.step),
                 text(seconds(item.duration_s)),
                 text(item.result, RESULT_STYLE.get(item.result, "")),
@@ -132,6 +150,11 @@ class CompilesView(RankGroupedView):
                 "frame": frame,
                 "phase": item.phase,
                 "request": item.request_id or "",
+                "task": (
+                    request_label(info.source, item.pid, item.request_id) or ""
+                    if info.source is not None
+                    else ""
+                ),
                 "step": "" if item.step is None else str(item.step),
                 "result": item.result,
                 "kind": _kinds(item),
@@ -173,7 +196,7 @@ class CompilesView(RankGroupedView):
         head.append(f"  ({info.run} run, pid {item.pid}, epoch {item.epoch})")
         where = f"{item.phase}"
         if item.request_id is not None:
-            where += f", request {item.request_id}"
+            where += f", request {_request(info)}"
         if item.step is not None:
             where += f", step {item.step}"
         parts: list[Text | str] = [

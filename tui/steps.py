@@ -14,6 +14,7 @@ from textual.app import ComposeResult
 
 from diag.perfetto.hint import step_line
 from diag.rankset import ranks_text
+from diag.request_names import request_label, request_name
 from diag.trace.run import Compile, Event, RunData, Step
 
 from .cells import Text, lines, seconds, shape, size, text, yes
@@ -35,6 +36,10 @@ class StepInfo:
     rank: int | None = None
     #: A group's row (many ranks, one step): the ranks' own steps; `step` is the slowest's.
     members: list[StepInfo] = field(default_factory=list)
+    #: The request as every view names it: `r5`, or `r5 (task ...)` (diag.request_names), and
+    #: the program's own name alone (filtered as `task:`).
+    request: str = ""
+    task: str = ""
 
 
 def _by_step(
@@ -74,6 +79,7 @@ class StepsView(RankGroupedView):
         "run": "run",
         "request": "request",
         "req": "request",
+        "task": "task",
         "phase": "phase",
         "step": "step",
         "shape": "shape",
@@ -106,6 +112,8 @@ class StepsView(RankGroupedView):
                     events.get(key, []),
                     run.process_tag(step.pid),
                     ranks.get(step.pid),
+                    request=request_name(run, step.pid, step.request_id),
+                    task=request_label(run, step.pid, step.request_id) or "",
                 )
                 rows.append(self._row(info))
                 grouped = ranks and info.rank is not None
@@ -128,6 +136,8 @@ class StepsView(RankGroupedView):
             [e for i in infos for e in i.events],
             tag,
             members=infos,
+            request=slowest.request,
+            task=slowest.task,
         )
         row = self._row(info)
         compiling = [i for i in infos if i.compiles]
@@ -148,7 +158,7 @@ class StepsView(RankGroupedView):
             key=f"{info.run}|{step.pid}|{step.request_id}|{step.index}",
             cells=[
                 text(f"{info.run} {info.process}".strip()),
-                text(step.request_id),
+                text(info.request or step.request_id),
                 text(step.phase),
                 text(step.index),
                 text(shape(step.shape)),
@@ -160,6 +170,7 @@ class StepsView(RankGroupedView):
             fields={
                 "run": info.run,
                 "request": step.request_id,
+                "task": info.task,
                 "phase": step.phase,
                 "step": str(step.index),
                 "shape": shape(step.shape),
@@ -178,7 +189,10 @@ class StepsView(RankGroupedView):
             return _group_detail(info)
         step = info.step
         parts: list[Text | str] = [
-            Text(f"{info.run} run, request {step.request_id}, step {step.index}", style="bold"),
+            Text(
+                f"{info.run} run, request {info.request or step.request_id}, step {step.index}",
+                style="bold",
+            ),
             labelled("phase", step.phase),
             labelled("shape", shape(step.shape) or "unknown"),
             labelled("wall", _times(step)),

@@ -6,8 +6,12 @@ wraps it), so hooks must exist before init_modules. We wrap the registry lookup 
 runner class, and that class's `__init__` to reach the instance, then set instance attributes:
 `runner.warmup` (the warmup phase), `runner.run_pipeline` (one request) and `runner.model.infer`
 (one step; index in `model.scheduler.step_index`, shape in `scheduler.latents.shape`).
-A request's shape is known before its first step: `request_shape` reads it from the request's
-`input_info` (`latent_shape`, or the runner's own computation from `target_shape`).
+A request's shape is known before its first step: `request_shape` has the runner compute it
+from this request's `target_shape`, never from `input_info.latent_shape`, which LightX2V fills only
+later in the request (its server reuses one `input_info`, so there it still holds the previous
+request's). The first step's latents must agree; when they do not, that is a collector error and
+the request takes the latents' shape. A request is named by the task id the server put in
+`runner.config["task_id"]` before run_pipeline (diag's own id stays `r<N>`).
 `step_pre` is not patched: many schedulers override it without calling super().
 
 The model is not always there when warmup or run_pipeline starts: under `lazy_load` (and
@@ -49,6 +53,8 @@ class _Implicit:
 
 
 _implicit: weakref.WeakKeyDictionary[StepTracker, _Implicit] = weakref.WeakKeyDictionary()
+#: The request run_pipeline opened whose first step has not come yet (its shape is checked then).
+_opened: weakref.WeakKeyDictionary[StepTracker, tuple[int, str]] = weakref.WeakKeyDictionary()
 
 
 def _hooked(obj: Any) -> bool:
@@ -77,19 +83,17 @@ def request_shape(runner: Any, input_info: Any) -> list[int] | None:
 
     LightX2V's request is an `input_info` dataclass (lightx2v/utils/input_info.py) with
     `target_shape` ([height, width] in pixels, from `--target_shape` or the server's request;
-    empty: the config's `target_height`/`target_width`) and `latent_shape` (filled by the
-    runner's `run_input_encoder`). When `latent_shape` is not set yet, the runner's own
-    `get_latent_shape_with_target_hw()` computes it from exactly those: run_pipeline's first act
-    is `self.input_info = input_info`, which is done here a moment early and then undone. Only
-    for text-to-video/image tasks: for image-conditioned ones the shape comes from the image, and
-    the first step's latents give it.
+    empty: the config's `target_height`/`target_width`) and `latent_shape`. `latent_shape` is not
+    read: the runner sets it in `run_input_encoder`, after run_pipeline starts, so here it is
+    empty (`lightx2v.infer`) or the previous request's (the server reuses one `input_info`).
+    The runner's own `get_latent_shape_with_target_hw()` computes it from this request's
+    `target_shape`: run_pipeline's first act is `self.input_info = input_info`, which is done
+    here a moment early and then undone. Only for text-to-video/image tasks: for
+    image-conditioned ones the shape comes from the image, and the first step's latents give it.
     """
-    shape = getattr(input_info, "shape", None)
-    if shape is not None and hasattr(shape, "frames"):  # diag.fixtures' Request
+    if _fixture_request(input_info):
+        shape = input_info.shape
         return [int(getattr(shape, a)) for a in ("frames", "height", "width")]
-    known = _ints(getattr(input_info, "latent_shape", None))
-    if known is not None:
-        return known
     config = getattr(runner, "config", None)
     task = config.get("task") if isinstance(config, dict) else None
     compute = getattr(runner, "get_latent_shape_with_target_hw", None)
@@ -105,6 +109,46 @@ def request_shape(runner: Any, input_info: Any) -> list[int] | None:
             del runner.input_info
         else:
             runner.input_info = previous
+
+
+def _fixture_request(request: Any) -> bool:
+    """diag.fixtures' Request: its shape is frames x height x width, not its latents' shape."""
+    return hasattr(getattr(request, "shape", None), "frames")
+
+
+def request_label(runner: Any) -> str | None:
+    """The program's own name for the request: the task id LightX2V's server sets in the runner's
+    config (`set_config(task_data)`) before each run_pipeline; None for `lightx2v.infer`."""
+    config = getattr(runner, "config", None)
+    task_id = config.get("task_id") if isinstance(config, dict) else None
+    return task_id if isinstance(task_id, str) and task_id else None
+
+
+def _fmt(shape: list[int] | None) -> str:
+    return "x".join(map(str, shape)) if shape else "none"
+
+
+def check_request_shape(session: Session, steps: StepTracker, actual: list[int] | None) -> None:
+    """At a request's first step: the shape the request was opened with must be the latents'
+    shape. A disagreement means diag read the request wrong: a collector error that says so,
+    and the request's steps (and, in the reader, the request) take the latents' shape."""
+    reported = steps.request_shape
+    if actual is None or reported is None or reported == actual:
+        if reported is None and actual is not None:
+            steps.request_shape = actual
+        return
+    steps.request_shape = actual
+    session.emit(
+        "collector_error",
+        where="adapter.request_shape",
+        error=f"request {steps.request_id} was opened with shape {_fmt(reported)}, but its "
+        f"first step's latents are {_fmt(actual)}: the request and its steps take the latents' "
+        "shape",
+        traceback="",
+        request_id=steps.request_id,
+        reported=reported,
+        shape=actual,
+    )
 
 
 def _infer_steps(runner: Any) -> int | None:
@@ -160,7 +204,12 @@ def hook_model(session: Session, model: Any) -> None:
         if session.paused:  # Session.pause: no per-step work
             return infer(*args, **kwargs)
         scheduler = getattr(model, "scheduler", None)
-        _start_step(steps, _index(scheduler), _shape(scheduler))
+        shape = _shape(scheduler)
+        opened = _opened.get(steps)
+        if opened is not None and opened == (steps.request_seq, steps.request_id):
+            del _opened[steps]  # this request's first step: its shape is checked once
+            session.guarded("adapter.check_shape", check_request_shape, session, steps, shape)
+        _start_step(steps, _index(scheduler), shape)
         try:
             return infer(*args, **kwargs)
         finally:
@@ -205,7 +254,10 @@ def hook_runner(session: Session, runner: Any, adapter_name: str) -> None:
             count
             if isinstance(count, int)
             else session.guarded("adapter.steps", _infer_steps, runner),
+            label=session.guarded("adapter.request_label", request_label, runner),
         )
+        if steps.request_id is not None and not _fixture_request(request):
+            _opened[steps] = (steps.request_seq, steps.request_id)
         try:
             return run_pipeline(*args, **kwargs)
         finally:

@@ -34,8 +34,10 @@ from diag.findings import Finding
 from diag.frames import label as frame_label
 from diag.paths import shown_location
 from diag.rank_merge import merge_rank_findings, merge_rank_violations, world_sizes
+from diag.request_names import request_name
 from diag.status import bootstrap_errors, teardown_notice, truncated_notice
 from diag.trace.format import STATUS_COMPLETE
+from diag.trace.inflight import CUT_OFF
 from diag.trace.run import Compile, Frame, RunData, Trace
 
 LIVE_COMPILE = "live-compile"
@@ -239,9 +241,11 @@ def _live_violation(trace: Trace, run: RunData, items: list[Compile], cwd: str |
     verb = "recompiled" if any(c.is_recompile for c in items) else "compiled"
     total = sum(c.duration_s for c in items if isinstance(c.duration_s, (int, float)))
     message = (
-        f"{frame} {verb} {len(items)} time(s) during live requests ({_positions(items)}), "
+        f"{frame} {verb} {len(items)} time(s) during live requests ({_positions(run, items)}), "
         f"{seconds(total)} of compile{run_suffix(run.label)}"
     )
+    if any(c.result == CUT_OFF for c in items):
+        message += "; the process ended before a compile finished"
     evidence = [_compile_line(run, c) for c in items[:_SHOWN_COMPILES]]
     if len(items) > _SHOWN_COMPILES:
         evidence.append(f"... and {len(items) - _SHOWN_COMPILES} more compile(s)")
@@ -257,11 +261,11 @@ def _live_violation(trace: Trace, run: RunData, items: list[Compile], cwd: str |
     )
 
 
-def _positions(items: list[Compile]) -> str:
+def _positions(run: RunData, items: list[Compile]) -> str:
     """`r0 step 0, r1 steps 0 and 2`: where the compiles landed, a few requests at most."""
     steps: dict[str, list[int]] = {}
     for item in items:
-        found = steps.setdefault(str(item.request_id), [])
+        found = steps.setdefault(request_name(run, item.pid, item.request_id), [])
         if item.step is not None and item.step not in found:
             found.append(item.step)
     parts = []
@@ -280,7 +284,12 @@ def _positions(items: list[Compile]) -> str:
 
 def _compile_line(run: RunData, item: Compile) -> str:
     line = f"{where(item)}: compile {item.compile_id} took {seconds(item.duration_s)}"
-    if item.result != "ok":
+    if item.result == CUT_OFF:
+        line = (
+            f"{where(item)}: compile {item.compile_id} cut off: no compile_end, the process's "
+            f"events stop {seconds(item.duration_s)} after it started"
+        )
+    elif item.result != "ok":
         line += f" (result {item.result})"
     cause = recompile_cause(run, item)
     if cause is None:

@@ -7,11 +7,21 @@ signal as 128+N); its output is left as it is; diag's own summary goes to stderr
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from pathlib import Path
 
 from diag.errors import DiagError
+from diag.trace.format import ENV_METRICS_JOIN
+
+
+def _port(text: str) -> int:
+    """argparse type: a TCP port, 0 (any free one) to 65535."""
+    if not text.isdigit() or int(text) > 65535:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a port number, 0 to 65535")
+    return int(text)
+
 
 #: --max-size when not given, per process: 600 k to 1 M steps (268-448 bytes of events a step),
 #: about a day of a service at 10 steps/s, the size of trace the analysis is built to read in
@@ -103,10 +113,31 @@ class RecordCommand:
             f"{DEFAULT_MAX_SIZE}): beyond it the oldest steps are dropped, every compile, "
             "guard failure, graph break, crash and request boundary is kept; none: no bound",
         )
+        parser.add_argument(
+            "--metrics-port",
+            type=_port,
+            metavar="PORT",
+            help="serve live counters (compiles, live compiles, recompile-limit hits, step-0 "
+            "spikes) for Prometheus at http://HOST:PORT/metrics while recording (0: any free "
+            "port); docs/FLEET.md",
+        )
+        parser.add_argument(
+            "--metrics-host",
+            default="127.0.0.1",
+            metavar="HOST",
+            help="address --metrics-port binds (default 127.0.0.1)",
+        )
+        parser.add_argument(
+            "--metrics-join",
+            action="store_true",
+            help="also add the counters to the program's own Prometheus registry when it uses "
+            "prometheus_client (its /metrics endpoint then shows them)",
+        )
         parser.add_argument("command", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
 
     def run(self, args: argparse.Namespace) -> int:
         from diag.launcher import LaunchError, RecordOptions, record
+        from diag.output import default_output
         from diag.profilespec import ProfileSpecError, parse_profile_spec
         from diag.summary import summarize
 
@@ -126,9 +157,10 @@ class RecordCommand:
             parse_profile_spec(args.profile)
         except ProfileSpecError as exc:
             raise DiagError(str(exc)) from None
+        output = args.output or default_output(command)
         options = RecordOptions(
             command=command,
-            output=args.output,
+            output=output,
             force=args.force,
             baseline=args.baseline,
             profile=args.profile,
@@ -139,6 +171,14 @@ class RecordCommand:
             warmup_requests=args.warmup_requests,
             max_size=parse_size(args.max_size),
         )
+        if args.metrics_join:
+            os.environ[ENV_METRICS_JOIN] = "1"  # the child's environment is a copy of ours
+        metrics = None
+        if args.metrics_port is not None:
+            from diag.metrics_server import start_metrics
+
+            metrics, where = start_metrics(output, args.metrics_host, args.metrics_port)
+            print(f"diag: {where}", file=sys.stderr, flush=True)
         try:
             trace_dir, outcomes = record(options)
         except LaunchError as exc:
@@ -146,6 +186,9 @@ class RecordCommand:
                 f"{exc.message} (nothing ran; {exc.trace_dir}/ is marked failed-to-start)",
                 exit_code=exc.exit_code,
             ) from None
+        finally:
+            if metrics is not None:
+                metrics.close()
         err = sys.stderr
         last = outcomes[-1]
         first = outcomes[0]

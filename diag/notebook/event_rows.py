@@ -14,6 +14,7 @@ from diag.causes import recompile_cause
 from diag.compile_metrics import compile_timings
 from diag.findings import Finding, sort_findings
 from diag.guards import condition_text
+from diag.request_names import clean_label
 from diag.trace.run import Compile, Process, RunData, Trace
 
 _MEMORY = ("allocated", "reserved", "max_allocated")
@@ -135,6 +136,7 @@ def request_rows(trace: Trace) -> Iterator[dict[str, Any]]:
                 **who.who(request.pid),
                 "phase": request.phase,
                 "request": request.request_id,
+                "label": clean_label(request.label),
                 "shape": shape_text(request.shape),
                 "steps": len(request.steps),
                 "start": who.unix_ns(request.pid, request.start_t),

@@ -22,6 +22,7 @@ from typing import Any
 from diag.compile_metrics import compile_timings
 from diag.guards import condition_text
 from diag.perfetto.tracks import Instant, ProcessTracks, Slice, Track
+from diag.request_names import request_name
 from diag.trace.run import Compile, Event, Process, RunData, Trace
 
 #: Track order within a process: diag's own rows first, then CPU threads, then GPU streams.
@@ -130,7 +131,7 @@ class _RunTracks:
                 "requests",
                 REQUESTS,
                 Slice(
-                    request.request_id,
+                    request_name(run, request.pid, request.request_id),
                     self._at(request.pid, start),
                     self._at(request.pid, max(start, end)),
                     "diag.request",

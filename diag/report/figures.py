@@ -24,6 +24,7 @@ from diag.report.plot import (
     run_origin,
     seconds,
 )
+from diag.request_names import request_name
 from diag.trace.run import Compile, Frame, RunData, Step
 
 PHASE_COLOURS = {"warmup": "#9aa8d8", "live": "#1f5fa8"}
@@ -32,6 +33,7 @@ COMPILE_STYLES = {
     "ok": ("compile", "#e8710a", "x"),
     "failed": ("failed compile", "#b00020", "x-open"),
     "recompile_limit": ("recompile-limit hit", "#6a0dad", "star"),
+    "cut-off": ("compile cut off (the process ended first)", "#b00020", "triangle-up-open"),
 }
 _GUARDS_SHOWN = 4
 
@@ -52,8 +54,10 @@ def frame_label(frame: Frame | None) -> str:
     return frame.name
 
 
-def compile_hover(compile_: Compile) -> str:
+def compile_hover(compile_: Compile, run: RunData | None = None) -> str:
     where = compile_.request_id or "outside requests"
+    if run is not None and compile_.request_id is not None:
+        where = request_name(run, compile_.pid, compile_.request_id)
     if compile_.step is not None:
         where += f" step {compile_.step}"
     lines = [
@@ -75,7 +79,8 @@ def compile_hover(compile_: Compile) -> str:
 
 
 def _step_hover(run: RunData, step: Step, multi: bool) -> str:
-    lines = [f"<b>{plot_text(step.phase)} {plot_text(step.request_id)} step {step.index}</b>"]
+    name = request_name(run, step.pid, step.request_id)
+    lines = [f"<b>{plot_text(step.phase)} {plot_text(name)} step {step.index}</b>"]
     if multi:
         lines.append(process_label(run, step.pid))
     lines.append(f"wall {ms_text(step.wall_s)} ms")
@@ -118,7 +123,7 @@ def step_times(run: RunData, limits: Limits, reference: RunData | None = None) -
     shown = drawn_compiles(run.compiles, limits)
     if len(shown) < len(run.compiles):
         plot.notes.append(_compiles_note(shown, run.compiles))
-    _compile_markers(plot.figure, shown, origin)
+    _compile_markers(plot.figure, shown, origin, run)
     if reference is not None and _timed_steps(reference):
         plot.notes.extend(_reference_steps(plot.figure, run, reference, limits))
     live = [r.start_t for r in run.requests if r.phase == "live"]
@@ -285,7 +290,9 @@ def _compiles_note(shown: list[Compile], compiles: list[Compile]) -> str:
     )
 
 
-def _compile_markers(figure: Figure, compiles: list[Compile], origin: int) -> None:
+def _compile_markers(
+    figure: Figure, compiles: list[Compile], origin: int, run: RunData | None = None
+) -> None:
     by_result: dict[str, list[Compile]] = defaultdict(list)
     for compile_ in compiles:
         by_result[compile_.result if compile_.result in COMPILE_STYLES else "failed"].append(
@@ -300,7 +307,7 @@ def _compile_markers(figure: Figure, compiles: list[Compile], origin: int) -> No
                 mode="markers",
                 name=f"{name} (y: its duration)",
                 marker={"symbol": symbol, "size": 11, "color": colour},
-                hovertext=[compile_hover(c) for c in compiles],
+                hovertext=[compile_hover(c, run) for c in compiles],
                 hoverinfo="text",
             )
         )
@@ -391,7 +398,7 @@ def compile_timeline(run: RunData, limits: Limits) -> Plot | None:
                 x=[max(c.duration_s or 0.0, span * 0.003) for c in members],
                 name=key,
                 marker={"color": colours.get(key, "#777")},
-                hovertext=[compile_hover(c) for c in members],
+                hovertext=[compile_hover(c, run) for c in members],
                 hoverinfo="text",
             )
         )

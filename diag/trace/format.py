@@ -41,6 +41,8 @@ ENV_PROFILE = "DIAG_PROFILE"
 ENV_STEP_FN = "DIAG_STEP_FN"
 ENV_REQUEST_FN = "DIAG_REQUEST_FN"
 ENV_WARMUP_FN = "DIAG_WARMUP_FN"
+#: `diag record --metrics-join`: add diag's live counters to the program's Prometheus registry.
+ENV_METRICS_JOIN = "DIAG_METRICS_JOIN"
 # The first N requests of each process are warmup (diag record --warmup-requests N).
 ENV_WARMUP_REQUESTS = "DIAG_WARMUP_REQUESTS"
 # "0": no guard checks on sampled calls (diag bench: timing is what is measured, and the checks'

@@ -147,6 +147,9 @@ class Request:
             self._table, self._rows = table, array("i")
         self._rows.append(row)
 
+    #: The program's own name for the request (LightX2V's task id), shown beside the id.
+    label: str | None = None
+
 
 @dataclass
 class Event:
@@ -205,6 +208,8 @@ class RunData:
     )
     events: list[Event] = field(default_factory=list)
     collector_errors: list[dict[str, Any]] = field(default_factory=list)
+    #: What processes began and never ended (diag.trace.inflight.Unfinished).
+    unfinished: list[Any] = field(default_factory=list)
     # Where derived data (the parsed Kineto cache) may be written; None: don't cache.
     cache_dir: Path | None = None
     #: The trace directory the run was read from: every file a reader follows from the run
@@ -408,6 +413,9 @@ def _load_run(folder: Path, status: str | None, root: Path) -> RunData:
     run.requests.sort(key=lambda r: r.start_t)
     run.compiles.sort(key=lambda c: c.t)
     run.events.sort(key=lambda e: e.t)
+    from diag.trace.settle import settle  # begins with no end, corrected request shapes
+
+    settle(run)
     return run
 
 
@@ -485,7 +493,12 @@ def _load_process(run: RunData, events_path: Path) -> None:
                         table.set(row, GPU, event.gpu_s)
                 elif isinstance(event, ev.RequestStart):
                     request = Request(
-                        str(event.request_id), event.phase or "live", event.shape, pid, event.t
+                        str(event.request_id),
+                        event.phase or "live",
+                        event.shape,
+                        pid,
+                        event.t,
+                        label=event.label,
                     )
                     requests[request.request_id] = request
                     run.requests.append(request)

@@ -92,6 +92,8 @@ class PhaseChange(EventBase, tag="phase"):
 class RequestStart(Positioned, tag="request_start"):
     shape: Shape | None = None
     steps: Count | None = None
+    #: The program's own name for the request (LightX2V's task id).
+    label: str | None = None
 
 
 class RequestEnd(Positioned, tag="request_end"):
@@ -126,7 +128,7 @@ class StepGpu(Positioned, tag="step_gpu"):
     gpu_s: Seconds | None = None
 
 
-class CompileStart(EventBase, tag="compile_start"):
+class CompileStart(Positioned, tag="compile_start"):
     compile_id: str | None = None
     epoch: Index | None = None
 
