@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from diag.advice import HOW_TO_MARK
 from diag.causes import (
     RecompileCause,
     cause_guard,
@@ -45,7 +46,7 @@ from diag.trace.run import Compile, Frame, Guard, Request, RunData, Trace
 from .common import format_seconds as _secs
 from .common import id_suffix as _id_suffix
 from .common import process_lines as _tag_lines
-from .recompiles import HOW_TO_MARK, repeated_dimension_fix, repeated_dimensions, warmup_known
+from .recompiles import repeated_dimension_fix, repeated_dimensions, warmup_known
 
 ANALYZER = "live-compile"
 

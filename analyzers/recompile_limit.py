@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import statistics
 
+from diag.advice import HOW_TO_MARK
 from diag.causes import RecompileCause, cause_line, recompile_cause
 from diag.claims import claim
 from diag.fallback import EagerExtent, eager_extent, spots_text
@@ -25,7 +26,6 @@ from .common import format_seconds as _secs
 from .common import id_suffix as _id_suffix
 from .common import process_lines as _tag_lines
 from .recompiles import (
-    HOW_TO_MARK,
     RepeatedDimension,
     compile_options,
     repeated_dimension_fix,

@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from diag.advice import HOW_TO_MARK
 from diag.causes import cause_guard, cause_line, cause_short, recompile_cause, recompile_claim
 from diag.findings import Finding
 from diag.frames import run_labels
@@ -44,13 +45,6 @@ _SHAPE_KINDS = ("tensor-size", "tensor-stride")
 _MAX_LINES = 12
 
 #: How to tell diag which calls are warmup, requests and steps (docs/FINDINGS.md, README).
-HOW_TO_MARK = (
-    "mark them: `diag record --warmup-fn MOD:QUALNAME` (calls of that function are warmup), "
-    "`--request-fn MOD:QUALNAME` / `--step-fn MOD:QUALNAME` (each call is one request / step), "
-    "`--warmup-requests N` (the first N requests are warmup); or in the program with diag.api: "
-    '`with diag.phase("warmup"):` around warmup, `with diag.request():` around each request, '
-    "`with diag.step():` around each denoising step"
-)
 
 _AT_INDEX = re.compile(r"mismatch at index (\d+)")
 _SYM_INDEX = re.compile(r"\.(?:size|stride)\(\)\[(\d+)\]")

@@ -76,10 +76,21 @@ def findings_to_json(
     return json.dumps(payload, indent=1, default=str)
 
 
+#: Evidence lines a finding shows in text by default; -v shows them all (JSON always has all).
+MAX_EVIDENCE = 5
+
+
 def findings_to_text(
-    findings: list[Finding], visibility: Visibility | None = None, only: list[str] | None = None
+    findings: list[Finding],
+    visibility: Visibility | None = None,
+    only: list[str] | None = None,
+    verbose: bool = False,
+    color: bool = False,
 ) -> str:
-    """The findings, headed by the recording's status and what diag could not see in it.
+    """The findings, headed by the recording's status and what diag could not see in it, as
+    compilers print diagnostics: per finding a headline, its location, at most MAX_EVIDENCE
+    evidence lines (all with `verbose`) and one `fix:` line; advice several findings share
+    (diag.advice) once at the end; the summary line last. `color`: ANSI colour for a terminal.
 
     "No findings" is an all-clear only when the recording is complete, nothing stands in its
     way and every analyzer ran; otherwise it says what was seen and what was not (`only`: the
@@ -98,32 +109,74 @@ def findings_to_text(
             )
         else:
             lines.append(_no_findings(visibility))
-        return printable("\n".join(lines))
+        return _finish(lines, color)
     from diag.grouping import group_note, related_lines
+    from diag.paths import shown_location
 
+    shared = _Shared()
+    hidden = 0
     shown = {f.id for f in findings}
     for finding in sort_findings(findings):
         if finding.group in shown:
             continue  # listed under its headline
         lines.append(f"{finding.severity.upper():7} [{finding.analyzer}] {finding.title}")
         if finding.location:
-            from diag.paths import shown_location
-
             lines.append(f"        at {shown_location(finding.location)}")
-        lines.extend(f"        - {item}" for item in finding.evidence)
+        evidence = [shared.pointed(item) for item in finding.evidence]
+        if not verbose and len(evidence) > MAX_EVIDENCE:
+            more = len(evidence) - (MAX_EVIDENCE - 1)
+            hidden += more
+            evidence = [*evidence[: MAX_EVIDENCE - 1], f"... {more} more line(s) of evidence"]
+        lines.extend(f"        - {item}" for item in evidence)
         if finding.fix:  # an info finding that needs no action has no fix
-            lines.append(f"        fix: {finding.fix}")
+            lines.append(f"        fix: {shared.pointed(finding.fix)}")
         lines.append(f"        id: {finding.id}")
         lines.extend(related_lines(finding, findings))
         lines.append("")
-    counts = ", ".join(f"{sum(1 for f in findings if f.severity == s)} {s}" for s in SEVERITIES)
-    lines.append(f"{len(findings)} finding(s): {counts}{group_note(findings)}")
+    for name, text in shared.used():
+        lines.append(f"{name}: {text}")
+        lines.append("")
+    if hidden:
+        lines.append(f"({hidden} line(s) of evidence not shown: diag analyze -v shows them all)")
     if visibility is not None and not visibility.all_clear_possible:
         from diag.status import not_seen_summary
 
         lines.append(f"not seen: {not_seen_summary(visibility)} (see the notices above)")
-    # Trace strings (frame names, guards, reasons) reach a terminal: escape what is not text.
-    return printable("\n".join(lines))
+    counts = ", ".join(f"{sum(1 for f in findings if f.severity == s)} {s}" for s in SEVERITIES)
+    lines.append(f"{len(findings)} finding(s): {counts}{group_note(findings)}")
+    return _finish(lines, color)
+
+
+class _Shared:
+    """Replaces the advice of diag.advice by a pointer to its name, and remembers which."""
+
+    def __init__(self) -> None:
+        from diag.advice import SHARED
+
+        self._advice = SHARED
+        self._used: list[str] = []
+
+    def pointed(self, text: str) -> str:
+        for name, advice in self._advice:
+            if advice in text:
+                text = text.replace(advice, f"see '{name}' below")
+                if name not in self._used:
+                    self._used.append(name)
+        return text
+
+    def used(self) -> list[tuple[str, str]]:
+        return [(name, text) for name, text in self._advice if name in self._used]
+
+
+def _finish(lines: list[str], color: bool) -> str:
+    # Trace strings (frame names, guards, reasons) reach a terminal: escape what is not text,
+    # then colour (the escapes diag adds are its own, after the trace's were made harmless).
+    text = printable("\n".join(lines))
+    if not color:
+        return text
+    from diag.colors import colorize
+
+    return colorize(text)
 
 
 def _no_findings(visibility: Visibility | None) -> str:

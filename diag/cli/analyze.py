@@ -45,9 +45,23 @@ class AnalyzeCommand:
             help="run only this analyzer (repeatable); see --list",
         )
         parser.add_argument("--list", action="store_true", help="list the analyzers and exit")
+        parser.add_argument(
+            "-v",
+            "--verbose",
+            action="store_true",
+            help="every evidence line of every finding (text shows at most 5 a finding; "
+            "--json always has all)",
+        )
+        parser.add_argument(
+            "--color",
+            choices=("auto", "always", "never"),
+            default="auto",
+            help="colour the text: auto (a terminal, unless NO_COLOR is set), always, never",
+        )
 
     def run(self, args: argparse.Namespace) -> int:
         from diag.analysis import analyze, analyzer_names, check_names
+        from diag.colors import use_color
         from diag.findings import findings_to_json, findings_to_text
         from diag.inputs import input_warnings, open_input
         from diag.printable import print_warnings, printable
@@ -73,6 +87,7 @@ class AnalyzeCommand:
             print(printable("\n".join([*status_lines(visibility), ""])))
             print("No findings in what could be read; see the warnings above.")
         else:
-            print(findings_to_text(findings, visibility, args.only))
+            color = use_color(sys.stdout, args.color)
+            print(findings_to_text(findings, visibility, args.only, args.verbose, color))
         sys.stdout.flush()
         return 0

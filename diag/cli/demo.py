@@ -74,15 +74,24 @@ class DemoCommand:
         for summary in summarize(trace_dir):
             for line in summary.lines():
                 print(f"  {line}", file=sys.stderr)
+        from diag.colors import use_color
+        from diag.invocation import diag_command
         from diag.status import assess
         from diag.trace.run import load_trace
 
-        print(findings_to_text(analyze_trace(trace_dir), assess(load_trace(trace_dir))))
+        findings = analyze_trace(trace_dir)
+        color = use_color(sys.stdout)
+        print(findings_to_text(findings, assess(load_trace(trace_dir)), color=color))
+        diag = diag_command()
+        hints = [
+            (f"{diag} tui {trace_dir}", "browse from each finding to its evidence"),
+            (f"{diag} report {trace_dir}", "one HTML file to attach to a bug"),
+            (f"{diag} check {trace_dir}", "the CI gate: exit 1 on a live recompile"),
+            (f"{diag} analyze {trace_dir} -v", "every evidence line (--json: every field)"),
+        ]
+        width = max(len(command) for command, _ in hints) + 2
         print(
-            f"\nnext:\n  diag tui {trace_dir}         # browse from each finding to its evidence"
-            f"\n  diag report {trace_dir}      # one HTML file to attach to a bug"
-            f"\n  diag check {trace_dir}       # the CI gate: exit 1 on a live recompile"
-            f"\n  diag analyze {trace_dir} --json",
+            "\nnext:\n" + "\n".join(f"  {c:{width}}# {why}" for c, why in hints),
             file=sys.stderr,
         )
         return 0

@@ -228,9 +228,12 @@ class RecordCommand:
             print("  (no eager baseline: the command did not complete)", file=err)
         elif args.baseline and len(outcomes) == 1 and first.truncated is not None:
             print("  (no eager baseline: the recording of the command stopped early)", file=err)
+        from diag.invocation import diag_command
+
+        diag = diag_command()
         print(
-            f"next:\n  diag analyze {trace_dir}\n  diag tui {trace_dir}\n  diag report {trace_dir}"
-            f"\n  diag check {trace_dir}",
+            f"next:\n  {diag} analyze {trace_dir}\n  {diag} tui {trace_dir}\n"
+            f"  {diag} report {trace_dir}\n  {diag} check {trace_dir}",
             file=err,
         )
         return first.shell_code if first.status != "complete" else last.shell_code

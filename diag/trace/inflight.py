@@ -64,8 +64,11 @@ class Unfinished:
 def add_unfinished(run: RunData) -> None:
     """Find what each process of `run` left open; add cut-off compiles to `run.compiles`."""
     found: list[Unfinished] = []
+    # A process whose recording stopped (a full disk) ran on unrecorded: its missing ends say
+    # nothing of the process (the recording-truncated notice says what happened instead).
+    stopped = {event.pid for event in run.of("recording_stopped")}
     for process in run.processes:
-        if process.ended:
+        if process.ended or process.pid in stopped:
             continue
         path = process.folder / EVENTS_FILE
         starts, recompiles, scanned = _scan(path)

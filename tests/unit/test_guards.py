@@ -28,7 +28,7 @@ from diag.guards import (
     parse_recompile_reasons,
 )
 
-SHARED_TRACES = Path(__file__).resolve().parents[3] / "shared" / "data" / "torch_trace"
+SHARED_TRACES = Path(__file__).resolve().parents[1] / "data" / "shared" / "torch_trace"
 
 HINT_INT = (
     " (HINT: torch.compile considers integer attributes of the nn.Module to be static. If you are"

@@ -17,7 +17,7 @@ from diag.errors import DiagError
 from diag.trace.kineto import KinetoTrace, read_kineto
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED = REPO.parent / "shared" / "data" / "kineto"
+SHARED = REPO / "tests" / "data" / "shared" / "kineto"
 H200 = REPO / "tests" / "data" / "h200"
 ROUTING = H200 / "record-wan-routing" / "runs"
 OFFLOAD = H200 / "record-wan-offload-unwarmed" / "runs"

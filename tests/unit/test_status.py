@@ -112,7 +112,8 @@ def test_text_and_json_with_findings_keep_the_notices_first(tmp_path: Path) -> N
     lines = text.splitlines()
     assert lines[0].startswith("recording: killed")
     assert lines[1].startswith("NOTICE  the recording is incomplete")
-    assert lines[-1].startswith("not seen: the recording is incomplete; no warmup was identified")
+    assert lines[-2].startswith("not seen: the recording is incomplete; no warmup was identified")
+    assert lines[-1] == "1 finding(s): 1 error, 0 warning, 0 info"  # the summary line last
     document = json.loads(findings_to_json([finding], "t", None, visibility))
     assert list(document)[:5] == ["format", "version", "trace", "status", "notices"]
     assert [n["kind"] for n in document["notices"]] == ["recording-incomplete", "no-warmup"]

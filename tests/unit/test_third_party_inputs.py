@@ -157,7 +157,7 @@ def test_a_byte_order_mark_is_read_past(tmp_path: Path) -> None:
 
 # --- GPU idle per step, and offload-bound only where copies fill the GPU -----------------------
 
-SHARED_KINETO = Path(__file__).resolve().parents[3] / "shared" / "data" / "kineto"
+SHARED_KINETO = Path(__file__).resolve().parents[1] / "data" / "shared" / "kineto"
 
 
 def _rows(path: Path) -> list[Any]:

@@ -22,7 +22,7 @@ from diag.findings import Finding
 from diag.trace.run import Frame, Trace
 from diag.trace.torchtrace import load_torch_trace
 
-SHARED_TRACES = Path(__file__).resolve().parents[3] / "shared" / "data" / "torch_trace"
+SHARED_TRACES = Path(__file__).resolve().parents[1] / "data" / "shared" / "torch_trace"
 
 
 @pytest.fixture(scope="module")
@@ -115,16 +115,22 @@ def test_python_state_recompiles(shared: Path) -> None:
     ended = run.processes[0].unix_ns(run.compiles[5].t)
     assert ended is not None and abs(ended - 1795991795004940_000) < 50_000_000
     # 0/5: the two newest entries (compiled for step 3) fail on use_cfg, the older ones on
-    # step; the log's guard trees record every entry's step but not its use_cfg, so which
-    # entry could have served the call is not decided, and the cause says so with both.
+    # step. Every entry's guard tree records use_cfg == False (FALSE_MATCH) and the call's
+    # entry 0/5 use_cfg == True: no entry could have served it whatever its step, so the cause
+    # is use_cfg, decided. 0/4 brought x at size 32, which no entry was compiled for: its cause
+    # is torch's own size failure, not the step most entries failed on.
     from diag.causes import recompile_cause
 
     cause = recompile_cause(run, run.compiles[5])
-    assert cause is not None and not cause.decided and cause.guard is None
-    assert {g.source for g in cause.candidates} == {"self.use_cfg", "self.step"}
+    assert cause is not None and cause.decided and cause.guard is not None
+    assert cause.guard.source == "self.use_cfg" and cause.entry == "0/4"
+    new_size = recompile_cause(run, run.compiles[4])
+    assert new_size is not None and new_size.guard is not None
+    assert (new_size.guard.kind, new_size.guard.source) == ("tensor-size", "x")
     churn = {f.data["source"]: f for f in _by(_findings(trace), "guard-churn")}
-    assert set(churn) == {"self.step"}
-    assert churn["self.step"].data["recompiles"] == 4
+    assert set(churn) == {"self.step", "self.use_cfg"}
+    assert churn["self.step"].data["recompiles"] == 3
+    assert churn["self.use_cfg"].data["recompiles"] == 1
     assert churn["self.step"].location == "/work/research/A/toy_dit.py:27"
 
 

@@ -20,7 +20,7 @@ import diag.trace.torchtrace as torchtrace
 from diag.errors import DiagError
 from diag.trace.torchtrace import load_torch_trace
 
-SHARED_TRACES = Path(__file__).resolve().parents[3] / "shared" / "data" / "torch_trace"
+SHARED_TRACES = Path(__file__).resolve().parents[1] / "data" / "shared" / "torch_trace"
 
 
 @pytest.fixture(scope="module")
