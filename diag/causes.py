@@ -292,9 +292,12 @@ def value_mismatch(
     """A Python value this entry was compiled for that the call does not have (the call's are
     the new entry's), other than the one the entry failed on (whose difference is the failure
     itself, not a reason the entry could never serve)."""
+    from diag.guards import tree_key
+
+    failing_key = tree_key(failing) if failing else None
     for source, value in entry.items():
         other = call.get(source)
-        if other is not None and other != value and source != failing:
+        if other is not None and other != value and source != failing_key:
             return f"compiled for {source} == {value}, the call has {other}"
     return None
 

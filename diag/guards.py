@@ -551,7 +551,7 @@ def guard_tree_values(tree: str) -> dict[str, str]:
             source, value = is_none.group("source"), "None"
         else:
             continue
-        key = _TREE_ROOT.sub(lambda m: m.group("name"), readable_source(source.strip()))
+        key = tree_key(source)
         if key not in found:
             found[key] = value[:200]
         if len(found) >= MAX_TREE_VALUES:
@@ -574,6 +574,13 @@ def _dims(text: str) -> list[int | None]:
 _MANGLED_IMPORT = re.compile(
     r"""G\[(?P<q>['"])__import_(?P<quoted>\w+)(?P=q)\]|\b__import_(?P<bare>\w+)"""
 )
+
+
+def tree_key(source: str) -> str:
+    """A guard's source as guard_tree_values and guard_tree_tensors key it: `G['ATTN_CONFIG']
+    ['impl']` and `L['x']` without their frame dict (`ATTN_CONFIG['impl']`, `x`), module
+    aliases as module paths; a failing guard's source compares with them through this."""
+    return _TREE_ROOT.sub(lambda m: m.group("name"), readable_source(source.strip()))
 
 
 def readable_source(text: str) -> str:
