@@ -309,6 +309,9 @@ def _check(
         f"live request {rid} step 0 took {_secs(timing.step0)} ({metric}) against a steady "
         f"median of {_secs(timing.median)} over steps {_ints(timing.baseline_steps)}"
         f"{left_out}: {ratio:.1f}x, {_secs(timing.excess)} more",
+    ]
+    # How the spike was judged and where its profile is: after the cause's own lines.
+    context = [
         f"threshold: at least {FACTOR:g}x the median, {FLOOR_S * 1000:.0f} ms more, "
         f"{NOISE_SIGMAS:g} spreads above it (spread ±{_secs(timing.baseline.spread)}) and "
         f"slower than every steady step (the slowest: {_secs(timing.slowest)})",
@@ -349,7 +352,7 @@ def _check(
         )
     found: SpikeCause | None = None
     if step0.profiled:
-        evidence.append(
+        context.append(
             "step 0 ran under torch.profiler"
             + (
                 f" (window {window}: `diag tui` and `diag report` show its kernels)"
@@ -388,6 +391,7 @@ def _check(
             )
         noisy = _host_doubts(timing, index.host_noise.get(request.pid), step0.host_load)
         evidence.extend(noisy)
+    evidence.extend(context)
     evidence.extend(_tag_lines(run, request.pid))
     what = _cause_title(cause, compiles, compile_s, frames, found)
     tuned = [

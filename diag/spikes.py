@@ -215,19 +215,22 @@ def profile_cause(comparison: ProfileComparison, excess_s: float) -> SpikeCause:
             f"{_ms(comparison.h2d_s[0])} in step 0 against {_bytes(int(comparison.h2d_bytes[1]))} "
             "per steady step [offload-reload]"
         )
+    # The verdict first, then the ops it is read off (a text view shows the first lines).
     if by_kind:
         kind, seconds = max(by_kind.items(), key=lambda item: item[1])
         if seconds >= EXPLAINED_SHARE * excess_s:
-            evidence.append(
+            verdict = (
                 f"{DESCRIPTIONS[kind]}: {_ms(seconds)} of the {_ms(excess_s)} excess "
-                f"({seconds / excess_s * 100:.0f}%)"
+                f"({seconds / excess_s * 100:.0f}%), from step 0's profile"
             )
-            return SpikeCause(kind, True, seconds, evidence, shown, comparison.reference)
-    evidence.append(
+            return SpikeCause(
+                kind, True, seconds, [verdict, *evidence], shown, comparison.reference
+            )
+    verdict = (
         f"no known first-call cost accounts for half of the {_ms(excess_s)} excess: the cause is "
-        "unknown; the ops above are where step 0 spent more"
+        "unknown; the ops below are where step 0 spent more"
     )
-    return SpikeCause("unknown", False, None, evidence, shown, comparison.reference)
+    return SpikeCause("unknown", False, None, [verdict, *evidence], shown, comparison.reference)
 
 
 def event_cause(
