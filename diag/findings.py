@@ -107,6 +107,10 @@ def findings_to_text(
                 f"No findings from {', '.join(only)} (--only: the other analyzers did not run, "
                 "so this is no all-clear)."
             )
+            if visibility is not None and not visibility.all_clear_possible:
+                from diag.status import not_seen_summary
+
+                lines.append(f"not seen: {not_seen_summary(visibility)} (see the notices above)")
         else:
             lines.append(_no_findings(visibility))
         return _finish(lines, color)

@@ -177,7 +177,9 @@ def test_no_steps_known_no_all_clear_and_no_after_warmup(tmp_path: Path) -> None
     assert text.splitlines()[0] == "recording: complete (exit code 0)"
     assert "NOTICE  no steps or requests identified in run compiled" in text
     assert "--step-fn" in text and "diag.api" in text
-    assert "No findings in what was recorded, which is not an all-clear" in text
+    # --only says its silence is no all-clear, and what the recording could not show.
+    assert "No findings from live-compile (--only" in text and "no all-clear" in text
+    assert "not seen: no steps or requests were identified" in text
     assert "nothing compiled after warmup" not in text
     assert _diag("check", str(trace)).returncode == 1
 
