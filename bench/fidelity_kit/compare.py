@@ -37,7 +37,8 @@ CLAIM_KINDS = (
 )
 #: Problem kinds the oracle sees, and the analyzers expected to claim them.
 PROBLEM_OWNERS = {
-    "live-compile": ("live-compile",),
+    # A live compile that failed is compile-failure's headline (one root cause, one headline).
+    "live-compile": ("live-compile", "compile-failure"),
     "recompile-limit": ("recompile-limit",),
     "eager-calls": ("recompile-limit", "compile-failure"),
     "compile-failure": ("compile-failure",),

@@ -74,7 +74,8 @@ def _live_compiles(program: Program, process: ProcessRecord, claims: Claims) -> 
         claimed = _claimed(
             claims,
             process,
-            ("compile", "recompile"),
+            # A failed live compile is claimed by compile-failure, with the same compile id.
+            ("compile", "recompile", "compile-failure"),
             lambda c, item=item, names=names: (
                 str(c.get("compile_id")) == item.compile_id
                 or (
