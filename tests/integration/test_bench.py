@@ -10,6 +10,7 @@ host; each test after them takes seconds.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -178,7 +179,11 @@ def test_variable_resolution_table_for_two_shapes(clean: tuple[Path, Any], plant
     for table in tables.values():
         assert [p["shape"] for p in table["phases"]] == [[2, 8, 8], [2, 12, 8]]
         assert all(p["compiles_per_trial"] == [0, 0] for p in table["phases"])
-        assert table["passed"] in (True, None)  # None: a loaded host left step 0 undecided
+        # None: a loaded host left step 0 undecided. On a 2-core CPU beside a CPU hog a step 0
+        # can still read slower than the noise band; then only timing fails it, never a compile.
+        if table["passed"] is False:
+            problems = [q for p in table["phases"] for q in p["problems"]]
+            assert problems and all(_timing_only(q) for q in problems), problems
     assert "Variable resolution, compiled" in proc.stdout
     # guard-churn recompiles at each live request's step 0: the test fails, in both phases
     # (a recompile is abnormal in the first phase too; only a first compile is not).
@@ -217,13 +222,26 @@ def test_planted_invalid_trials_are_flagged_and_left_out(planted: Path) -> None:
     assert "not checked: offload reloads (no device memory figures: not a CUDA run)" in text
 
 
+def _timing_only(problem: str) -> bool:
+    """A variable-resolution problem that is step 0's time alone (`trial 2: step 0 94.63 ms vs
+    steady median 11.62 ms (8.14x, ...)`), not a compile or a recording."""
+    return bool(re.match(r"trial \d+: step 0 [\d.]+ ms vs steady median", problem))
+
+
 def test_check_bench_rules(clean: tuple[Path, Any], planted: Path, tmp_path: Path) -> None:
     lenient = tmp_path / "lenient.toml"
     lenient.write_text('[check]\nbench_baseline = "compiled"\nbench_max_regression = 100.0\n')
     passed = diag("check", "--bench", clean[0], "--policy", lenient)
-    assert passed.returncode == 0, passed.stdout + passed.stderr
-    assert "pass bench-validity" in passed.stdout
+    assert "pass bench-validity" in passed.stdout, passed.stdout + passed.stderr
     assert "pass bench-regression: against compiled from step 6 on" in passed.stdout
+    # The clean bench passes, unless a loaded host made a step 0 read slow (timing only, as
+    # test_variable_resolution_table_for_two_shapes allows).
+    if passed.returncode != 0:
+        tables = _json(clean[0])["variable_resolution"]
+        problems = [q for t in tables for p in t["phases"] for q in p["problems"]]
+        assert passed.returncode == 1 and problems, passed.stdout
+        assert all(_timing_only(q) for q in problems), problems
+        assert "FAIL bench-variable-resolution" in passed.stdout
     loose = tmp_path / "loose.toml"
     loose.write_text("[check]\nbench_max_regression = 100.0\n")
     failed = diag("check", "--bench", planted, "--policy", loose, "--format", "json")

@@ -147,7 +147,13 @@ def test_clean_run_has_no_rank_divergence(clean: Recording) -> None:
         for rank, pid in _ranked(clean.trace).items()
     }
     assert per_rank[0] == per_rank[1] == ["warmup0", "warmup1"]
-    assert get_analyzer("rank-divergence")(clean.trace) == []
+    # Quiet, or (beside a CPU hog on 2 cores) a rank's scheduling skew the analyzer itself
+    # calls too noisy to judge: context, never a warning.
+    findings = get_analyzer("rank-divergence")(clean.trace)
+    assert all(f.severity == "info" and "too noisy to judge" in f.title for f in findings), [
+        (f.severity, f.title) for f in findings
+    ]
+    assert not any(f.id.startswith("rank-divergence:compile") for f in findings)
 
 
 def test_rank_recompile_is_a_cross_rank_error_naming_rank_1_and_the_guard(
