@@ -501,7 +501,7 @@ def guard_tree_tensors(tree: str) -> dict[str, dict[str, object]]:
         tensor = _TREE_TENSOR.match(match.group("rest"))
         if tensor is None:
             continue
-        source = _TREE_ROOT.sub(lambda m: m.group("name"), readable_source(tensor.group("source")))
+        source = tree_key(tensor.group("source"))
         if source in found:
             continue
         found[source] = {
