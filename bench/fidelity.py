@@ -19,6 +19,7 @@ anything (after changing diag's analyzers: re-run `diag analyze` with `--reanaly
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import datetime
 import os
 import shutil
@@ -44,6 +45,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--n", type=int, default=20)
+    parser.add_argument(
+        "--start",
+        type=int,
+        default=0,
+        help="skip the first K programs of the sample (to split --n across machines)",
+    )
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="programs run at once (each runs two processes)"
+    )
     parser.add_argument("--families", default=",".join(DIFFUSERS))
     parser.add_argument("--backend", default="aot_eager")
     parser.add_argument("--layouts", default="single,spawn,ranks")
@@ -89,24 +99,19 @@ def main(argv: list[str] | None = None) -> int:
         elif args.sample == "inductor":
             specs = inductor_sample()
         else:
-            specs = sample(args.seed, args.n, families, args.backend, layouts)
+            specs = sample(args.seed, args.n, families, args.backend, layouts)[args.start :]
         if args.only:
             wanted = set(args.only.split(","))
             specs = [s for s in specs if s.program_id in wanted]
         root = args.keep or Path(tempfile.mkdtemp(prefix="fidelity-"))
         root.mkdir(parents=True, exist_ok=True)
-        evaluations = []
-        for index, spec in enumerate(specs, 1):
-            print(f"[{index}/{len(specs)}] {spec.describe()}", file=sys.stderr, flush=True)
-            run = run_program(spec, root, args.timeout, args.profile, not args.serial)
-            evaluation = evaluate(run.folder)
-            evaluations.append(evaluation)
-            print(f"    {_line(evaluation)}", file=sys.stderr, flush=True)
+        evaluations = _run_all(specs, root, args)
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)
         header = [
-            f"fidelity: python bench/fidelity.py --seed {args.seed} --n {args.n} --backend "
-            f"{args.backend} --families {','.join(families)} --layouts {args.layouts}",
+            f"fidelity: python bench/fidelity.py --seed {args.seed} --n {args.n} --start "
+            f"{args.start} --jobs {args.jobs} --backend {args.backend} --families "
+            f"{','.join(families)} --layouts {args.layouts}",
             f"run {datetime.datetime.now():%Y-%m-%d %H:%M}, {time.monotonic() - started:.0f} s "
             "on this machine",
         ]
@@ -123,6 +128,27 @@ def main(argv: list[str] | None = None) -> int:
     out.with_suffix(".json").write_text(report.to_json(evaluations, header), encoding="utf-8")
     print(f"written: {out} (and .json)", file=sys.stderr)
     return 0
+
+
+def _run_all(specs: list, root: Path, args: argparse.Namespace) -> list[Evaluation]:
+    """Each program's evaluation, in the sample's order; `--jobs` programs at a time."""
+
+    def one(spec: object) -> Evaluation:
+        run = run_program(spec, root, args.timeout, args.profile, not args.serial)
+        return evaluate(run.folder)
+
+    done: dict[str, Evaluation] = {}
+    with concurrent.futures.ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        futures = {pool.submit(one, spec): spec for spec in specs}
+        for future in concurrent.futures.as_completed(futures):
+            spec = futures[future]
+            done[spec.program_id] = evaluation = future.result()
+            print(
+                f"[{len(done)}/{len(specs)}] {spec.describe()}\n    {_line(evaluation)}",
+                file=sys.stderr,
+                flush=True,
+            )
+    return [done[spec.program_id] for spec in specs]
 
 
 def _line(evaluation: Evaluation) -> str:
