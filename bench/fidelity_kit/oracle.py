@@ -309,7 +309,15 @@ def _compiling_frame() -> tuple[Any, Any]:
         code = frame.f_code
         if code.co_name == "_compile" and code.co_filename.endswith("convert_frame.py"):
             local = frame.f_locals
-            return local.get("code"), local.get("cache_entries")
+            code = local.get("code")
+            entries = local.get("cache_entries")
+            if entries is None and code is not None:
+                # torch 2.11's `_compile` holds no `cache_entries` local: the code object's
+                # cache list, read before the new entry is added, is the same list.
+                from torch._C._dynamo.eval_frame import _debug_get_cache_entry_list
+
+                entries = _debug_get_cache_entry_list(code)
+            return code, entries
         frame = frame.f_back
     return None, None
 
