@@ -35,7 +35,14 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from .call_period import REQUEST, CallPeriod, call_key
-from .inferred import RANK_COMPILED_CALLS, InferredSteps, first_tensor_shape, outside_dynamo
+from .inferred import (
+    RANK_COMPILED_CALLS,
+    InferredSteps,
+    first_tensor_shape,
+    note_call_end,
+    outside_dynamo,
+    timestep_of,
+)
 from .inferred import skip_code as _skip_code
 
 if TYPE_CHECKING:
@@ -206,6 +213,7 @@ class CompiledCalls:
         local.depth = depth + 1
         if depth:
             return None
+        local.outer_target = target
         for predicate, enter, leave in _CLAIMED:
             if predicate(target):
                 enter(target, args, kwargs)
@@ -220,7 +228,7 @@ class CompiledCalls:
             if inferred.stepping:
                 return None
             self._adopt(module)
-            if inferred.start(self._shape(args, kwargs)):
+            if inferred.start(self._shape(args, kwargs), timestep_of(self.torch, kwargs)):
                 self._module_step = module
             return None
         # A loop of the program's own: the steps are the period of its compiled calls.
@@ -235,7 +243,10 @@ class CompiledCalls:
                 return None
         if starts == REQUEST:
             inferred.boundary = True  # the loop was entered anew
-        if inferred.start(self._shape(args, kwargs)) and inferred.new_request:
+        if (
+            inferred.start(self._shape(args, kwargs), timestep_of(self.torch, kwargs))
+            and inferred.new_request
+        ):
             # A new request (a new shape, a pause, a new denoising loop): its calls are
             # counted from this one.
             self._period.reset()
@@ -249,9 +260,12 @@ class CompiledCalls:
         if token is not None:
             leave, target = token
             leave(target)
-        if depth == 0 and local.__dict__.get("outermost"):
-            local.outermost = False
-            self.inferred.last_call = (time.monotonic_ns(), time.process_time_ns())
+        if depth == 0:
+            now = (time.monotonic_ns(), time.process_time_ns())
+            note_call_end(now, local.__dict__.pop("outer_target", None), self.torch)
+            if local.__dict__.get("outermost"):
+                local.outermost = False
+                self.inferred.last_call = now
 
     def _shape(self, args: Any, kwargs: Any) -> list[int] | None:
         shape = first_tensor_shape(self.torch, args, kwargs, _SHAPE_NAMES)

@@ -1,4 +1,8 @@
-"""A diffusers model (`ModelMixin`) called outside any pipeline: each outermost call is one step.
+"""A diffusers model (`ModelMixin`) called outside any pipeline: each outermost call starts a step.
+
+The step lasts until the loop's next model call (it ends at the last compiled call before it),
+so what the loop does between model calls, a scheduler update or a compiled helper and its
+compiles, belongs to the denoising step it follows (inferred.py, `spans_calls`).
 
 A hand-written denoising loop over `WanTransformer3DModel` or a UNet has no pipeline call to
 take requests and steps from, but each call of the model is one denoising step. Every model
@@ -7,7 +11,8 @@ is wrapped). A call is a step when it is the outermost model call on the program
 pipeline call is running (inside one, the pipeline hooks in diffusers.py find the steps, as
 before) and no other adapter drives the boundaries. Autoencoders (models with `encode` and
 `decode`) are not steps. Requests are inferred (adapters/inferred.py): a new latent shape, a
-scheduler's `set_timesteps` (any diffusers scheduler), or a long pause between calls starts one.
+scheduler's `set_timesteps` (any diffusers scheduler), a timestep that turns back (a new
+denoising loop), or a long pause between calls starts one.
 The shape reported is the latent's frames x height x width (height x width for images).
 
 The hooks stay out of what the program compiles: they are module-level functions (a pickled
@@ -23,12 +28,19 @@ hook dicts it read.
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 import weakref
 from typing import TYPE_CHECKING, Any
 
 from . import compiled_calls
-from .inferred import RANK_MODEL_CALLS, InferredSteps, first_tensor_shape, outside_dynamo
+from .inferred import (
+    RANK_MODEL_CALLS,
+    InferredSteps,
+    first_tensor_shape,
+    outside_dynamo,
+    timestep_of,
+)
 from .inferred import skip_code as _skip_code
 
 if TYPE_CHECKING:
@@ -64,6 +76,7 @@ class ModelCalls:
         self.torch = session.torch
         self.adapter = adapter
         self.inferred = InferredSteps(session, ADAPTER_NAME, RANK_MODEL_CALLS)
+        self.inferred.spans_calls = True
         self._local = threading.local()
         self._hooks: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDictionary()
         self._seen: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -140,7 +153,8 @@ class ModelCalls:
         if depth or self.adapter.call is not None:
             return  # a model inside a model, or inside a pipeline call (its steps are known)
         shape = first_tensor_shape(self.torch, args, kwargs, _SHAPE_NAMES)
-        if self.inferred.start(_latent_shape(shape)):
+        timestep = timestep_of(self.torch, _with_positional_timestep(model, args, kwargs))
+        if self.inferred.start(_latent_shape(shape), timestep):
             local.stepping = True
 
     def _on_post(self, model: Any) -> None:
@@ -151,7 +165,38 @@ class ModelCalls:
         local.depth = max(depth, 0)
         if depth <= 0 and local.__dict__.get("stepping"):
             local.stepping = False
-            self.inferred.end()
+            self.inferred.call_done()
+
+
+_TIMESTEP_INDEX: dict[type, int | None] = {}
+
+
+def _with_positional_timestep(model: Any, args: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """`kwargs`, plus `timestep` where the call passed it by position (a UNet's
+    `unet(latents, t, ...)`): its index in the model's `forward`, found once per class."""
+    if "timestep" in kwargs or not args:
+        return kwargs
+    cls = type(model)
+    if cls not in _TIMESTEP_INDEX:
+        _TIMESTEP_INDEX[cls] = _parameter_index(cls.forward, "timestep")
+    index = _TIMESTEP_INDEX[cls]
+    if index is None or index >= len(args):
+        return kwargs
+    return {**kwargs, "timestep": args[index]}
+
+
+def _parameter_index(function: Any, name: str) -> int | None:
+    try:
+        names = [
+            p.name
+            for p in inspect.signature(function).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+    except (TypeError, ValueError):
+        return None
+    if names and names[0] == "self":
+        names = names[1:]
+    return names.index(name) if name in names else None
 
 
 def _full(cell: Any) -> bool:

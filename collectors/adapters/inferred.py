@@ -7,6 +7,11 @@ starts at the first step, and then when
 
 - the step's input shape differs from the previous step's (a new resolution),
 - a diffusers scheduler's `set_timesteps` ran since the previous step (a new denoising loop),
+- the call's timestep (a `timestep`/`t`/`sigma` keyword holding a number or a CPU tensor)
+  moves against the direction the request's timesteps have been moving (a denoising loop's
+  timesteps fall, or rise, monotonically; the next loop starts over). Equal timesteps (a
+  guidance pass calling the model twice per step) never start one; a timestep on an
+  accelerator is not read (reading it would synchronise the device);
 - or the pause since the previous step ended is much longer than the request's steps
   (more than PAUSE_FACTOR times their median and more than PAUSE_FLOOR_S).
 
@@ -18,7 +23,9 @@ the `adapter` event is written again with the new name (see `Session.announce_ad
 
 from __future__ import annotations
 
+import ctypes
 import statistics
+import struct
 import sys
 import threading
 import time
@@ -46,6 +53,30 @@ def close_all() -> None:
             inferred.end(at_last_call=True)
 
 
+def close_returned() -> None:
+    """The program raised between calls: a step left open after its call returned
+    (`spans_calls`) ends at its last compiled call, so the crash is placed after it."""
+    for inferred in _ACTIVE:
+        if inferred.stepping and inferred.spans_calls and inferred.returned:
+            inferred.end(at_last_call=True)
+
+
+def note_call_end(at: tuple[int, int], target: Any, torch: Any) -> None:
+    """An outermost call into compiled code ended: a step left open between model calls (a
+    hand-written loop's scheduler update, a compiled helper) lasts at least until then. An
+    autoencoder's call (decoding after the loop) is no part of a denoising step."""
+    owner = getattr(target, "__self__", target)
+    if isinstance(owner, torch.nn.Module) and _is_autoencoder(owner):
+        return
+    for inferred in _ACTIVE:
+        if inferred.stepping and inferred.spans_calls:
+            inferred.last_call = at
+
+
+def _is_autoencoder(module: Any) -> bool:
+    return callable(getattr(module, "encode", None)) and callable(getattr(module, "decode", None))
+
+
 def mark_request_boundary() -> None:
     """A denoising loop starts (a scheduler's `set_timesteps`): the next step opens a request."""
     for inferred in _ACTIVE:
@@ -68,11 +99,21 @@ class InferredSteps:
         self._start_ns = 0
         self._last_end_ns: int | None = None
         self._walls: list[float] = []
+        #: The request's last timestep and the direction its timesteps move (-1, 0 unknown, 1).
+        self._timestep: float | None = None
+        self._direction = 0
         #: When the last outermost compiled call ended (monotonic ns, process CPU ns): a step
         #: made of several calls ends there, not when the next one begins.
         self.last_call: tuple[int, int] | None = None
         #: Set by `start` when it began a new request.
         self.new_request = False
+        #: A step stays open after its call (`call_done`) until the next step or request
+        #: starts, and ends at the last call into compiled code before that: what the loop
+        #: does between model calls (a scheduler step, a compiled helper and its compiles)
+        #: belongs to the denoising step it follows.
+        self.spans_calls = False
+        #: The call that opened the open step has returned (`call_done`).
+        self.returned = False
         _ACTIVE.append(self)
 
     def may_step(self) -> bool:
@@ -88,7 +129,9 @@ class InferredSteps:
             return False
         if session.adapter_rank < self.rank:  # a lower one gives way: what it had open closes
             session.announce_adapter(self.name, self.rank, self.stand_down)
-        if steps.step_index is not None:
+        if steps.step_index is not None and not (
+            self._open and self.spans_calls and steps.request_id == self._request
+        ):
             return False
         if steps.request_id is not None and steps.request_id != self._request:
             return False  # a request someone else opened
@@ -97,13 +140,16 @@ class InferredSteps:
             self.owner = ident
         return self.owner == ident
 
-    def start(self, shape: list[int] | None) -> bool:
-        """Open a step (and a request when one is inferred to begin); False when not ours."""
+    def start(self, shape: list[int] | None, timestep: float | None = None) -> bool:
+        """Open a step (and a request when one is inferred to begin); False when not ours.
+        `timestep`: the call's timestep where it could be read (`timestep_of`)."""
         if not self.may_step():
             return False
         self.session.announce_adapter(self.name, self.rank, self.stand_down)
         if self.silent:
             return False
+        if self._open:  # the previous step, left open after its call: it ends at its last
+            self.end(at_last_call=True)
         steps = self.session.steps
         now = time.monotonic_ns()
         if (
@@ -111,19 +157,26 @@ class InferredSteps:
             or steps.request_id != self._request
             or shape != self._shape
             or self.boundary
+            or self._turned(timestep)
             or self._paused(now)
         ):
             if self._request is not None and steps.request_id == self._request:
                 steps.request_end()
             self._request = steps.request_start(None, shape, None)
             self._walls = []
+            self._timestep, self._direction = None, 0
             self.new_request = True
         else:
             self.new_request = False
+        if timestep is not None:
+            if self._timestep is not None and timestep != self._timestep:
+                self._direction = 1 if timestep > self._timestep else -1
+            self._timestep = timestep
         self.boundary = False
         self._shape = shape
         steps.step_start(None, shape)
         self._open = True
+        self.returned = False
         self._start_ns = time.monotonic_ns()
         return True
 
@@ -141,9 +194,20 @@ class InferredSteps:
         self._walls.append((now - self._start_ns) / 1e9)
         self._last_end_ns = now
 
+    def call_done(self) -> None:
+        """The call that opened the step returned: the step stays open (`spans_calls`)."""
+        self.last_call = (time.monotonic_ns(), time.process_time_ns())
+        self.returned = True
+
     @property
     def stepping(self) -> bool:
         return self._open
+
+    def _turned(self, timestep: float | None) -> bool:
+        """The timestep moved against the request's direction: a new denoising loop began."""
+        if timestep is None or self._timestep is None or not self._direction:
+            return False
+        return (timestep - self._timestep) * self._direction < 0
 
     def _paused(self, now: int) -> bool:
         if self._last_end_ns is None or not self._walls:
@@ -248,3 +312,54 @@ def first_tensor_shape(torch: Any, args: Any, kwargs: Any, names: tuple[str, ...
         if isinstance(value, tensor):
             return value.shape
     return None
+
+
+#: Keyword arguments that hold a denoising call's timestep, in the order they are looked for.
+TIMESTEP_NAMES = ("timestep", "timesteps", "t", "sigma")
+#: struct formats of the dtypes a timestep is read from (bfloat16 is float32's upper half).
+_FORMATS = {
+    "float32": "<f",
+    "float64": "<d",
+    "float16": "<e",
+    "bfloat16": "bf16",
+    "int64": "<q",
+    "int32": "<i",
+    "int16": "<h",
+    "int8": "<b",
+    "uint8": "<B",
+}
+
+
+def timestep_of(torch: Any, kwargs: dict[str, Any]) -> float | None:
+    """The call's timestep as a number: a keyword's int or float, or the first element of a plain
+    dense CPU tensor, read from its memory (no operator runs, so neither the profiler nor the
+    program sees the read). None when there is none or reading it could cost the program
+    anything: a tensor on an accelerator (a device sync), a subclass, an unusual dtype."""
+    for name in TIMESTEP_NAMES:
+        value = kwargs.get(name)
+        if value is None:
+            continue
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if type(value) is torch.Tensor:
+            return _first_element(torch, value)
+        return None
+    return None
+
+
+def _first_element(torch: Any, tensor: Any) -> float | None:
+    fmt = _FORMATS.get(str(tensor.dtype).removeprefix("torch."))
+    if (
+        fmt is None
+        or tensor.device.type != "cpu"
+        or tensor.layout is not torch.strided
+        or tensor.numel() == 0
+    ):
+        return None
+    address = tensor.data_ptr()
+    if not address:
+        return None
+    if fmt == "bf16":
+        raw = ctypes.string_at(address, 2)
+        return float(struct.unpack("<f", b"\0\0" + raw)[0])
+    return float(struct.unpack(fmt, ctypes.string_at(address, struct.calcsize(fmt)))[0])

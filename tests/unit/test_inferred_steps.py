@@ -15,6 +15,7 @@ from diag.collectors.adapters.inferred import (
     RANK_MODEL_CALLS,
     InferredSteps,
     mark_request_boundary,
+    timestep_of,
 )
 from diag.collectors.session import Session
 from diag.collectors.steps import StepTracker
@@ -110,3 +111,62 @@ def test_an_adapter_that_knows_steps_replaces_the_inferring_ones(tmp_path: Path)
         ("step_end", "mine", 0, None),
         ("request_end", "mine", None, None),
     ]
+
+
+def test_a_timestep_that_turns_back_starts_a_request(tmp_path: Path) -> None:
+    """Same shape throughout: only the timesteps tell the loops apart. A second call at the same
+    timestep (a guidance pass) is no new request; timesteps that rise within a loop are fine."""
+    session = _session(tmp_path)
+    inferred = InferredSteps(session, "model calls (inferred)", RANK_MODEL_CALLS)
+    for t in (1000.0, 750.0, 500.0, 500.0, 1000.0, 500.0, 0.0, 0.25, 0.5, 0.0):
+        assert inferred.start([4, 4], t)
+        inferred.end()
+    evs = _events(session)
+    steps = [(e["request_id"], e["step"]) for e in evs if e["ev"] == "step_end"]
+    assert steps == [
+        ("r1", 0),
+        ("r1", 1),
+        ("r1", 2),
+        ("r1", 3),
+        ("r2", 0),
+        ("r2", 1),
+        ("r2", 2),
+        ("r3", 0),  # 0.0 -> 0.25 after 1000 -> 500 -> 0: against the fall, a new loop
+        ("r3", 1),
+        ("r4", 0),  # 0.5 -> 0.0 after a rise
+    ]
+
+
+def test_a_step_spans_the_loop_until_the_next_call(tmp_path: Path) -> None:
+    """`spans_calls`: the step stays open after the model call returns and ends at the last
+    compiled call before the next step, so a helper's compile between calls is in the step."""
+    session = _session(tmp_path)
+    inferred = InferredSteps(session, "model calls (inferred)", RANK_MODEL_CALLS)
+    inferred.spans_calls = True
+    for _ in range(2):
+        assert inferred.start([4, 4], None)
+        inferred.call_done()
+        assert inferred.stepping  # still open between calls
+    evs = _events(session)
+    assert [(e["request_id"], e["step"]) for e in evs if e["ev"] == "step_end"] == [
+        ("r1", 0),
+        ("r1", 1),
+    ]
+
+
+def test_timesteps_are_read_without_running_an_operator() -> None:
+    import torch
+
+    assert timestep_of(torch, {"timestep": torch.tensor([999.0, 999.0])}) == 999.0
+    assert timestep_of(torch, {"timestep": torch.tensor(5)}) == 5.0
+    assert timestep_of(torch, {"t": torch.tensor([1.5], dtype=torch.bfloat16)}) == 1.5
+    assert timestep_of(torch, {"sigma": 0.25}) == 0.25
+    assert timestep_of(torch, {"timestep": torch.arange(10.0)[3:]}) == 3.0  # a view's offset
+    assert timestep_of(torch, {"timestep": True}) is None
+    assert timestep_of(torch, {"timestep": torch.tensor([1.0]).to_sparse()}) is None
+    assert timestep_of(torch, {"timestep": torch.empty(0)}) is None
+    assert timestep_of(torch, {"latents": torch.ones(1)}) is None
+    with torch.profiler.profile() as prof:
+        timestep_of(torch, {"timestep": torch.ones(1)})
+    names = {e.name for e in prof.events()}
+    assert not names & {"aten::item", "aten::resolve_conj", "aten::_local_scalar_dense"}, names
