@@ -94,7 +94,19 @@ def _finding(trace: Trace, run: RunData, crash: Event, index: int) -> Finding:
     if isinstance(cause, dict) and cause.get("type"):
         evidence.append(f"caused by {cause.get('type')}: {_first(cause.get('message'))}")
     exit_text = _exit_text(trace, run)
-    if exit_text and not thread:
+    if data.get("seen_by") == "multiprocessing.Process":
+        # A child's exception: multiprocessing printed it and ended the child with code 1;
+        # the manifest's code is the launched command's, not this process's.
+        evidence.append(
+            "raised in a multiprocessing child's run(): multiprocessing printed the traceback "
+            "and ended that process with exit code 1"
+            + (
+                f"; the launched command: {exit_text.replace('the process ', '', 1)}"
+                if exit_text
+                else ""
+            )
+        )
+    elif exit_text and not thread:
         evidence.append(exit_text)
     if data.get("seen_by") == "sys.last_value":
         evidence.append(

@@ -17,6 +17,7 @@ was compiling; with the position (phase, request, step) and the compiles in flig
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 import threading
@@ -133,6 +134,12 @@ class CrashCollector:
             return
         self.seen.add(id(exc))
         fields = describe(exc, thread)
+        if thread is None and not {"compiling", "compiled_code"} & set(fields["inside"]):
+            # Raised outside compiled code after a model call returned: the step left open
+            # for the loop's next call ends at its last compiled call, before the crash.
+            from .adapters.inferred import close_returned
+
+            close_returned()
         steps = self.session.steps
         position = steps.position() if steps is not None else {}
         compiles = self.session.compiles
@@ -168,10 +175,45 @@ class CrashCollector:
             self.record(value, "sys.last_value", None)
 
 
+_WRAPPED = "__diag_crash__"
+
+
+def hook_process_bootstrap(collector: CrashCollector, module: Any) -> None:
+    """A `multiprocessing` child's uncaught exception never reaches `sys.excepthook`:
+    `BaseProcess._bootstrap` catches it, prints it with `traceback.print_exc()` and exits 1.
+    `traceback.print_exc` is seen through a function that, when `_bootstrap` itself calls it,
+    records the exception being printed, then prints exactly as before (the traceback printed
+    is the exception's own, so no frame of diag's shows; every other caller just prints)."""
+    cls = getattr(module, "BaseProcess", None)
+    code = getattr(cls.__dict__.get("_bootstrap") if cls is not None else None, "__code__", None)
+    original = traceback.print_exc
+    if code is None or getattr(original, _WRAPPED, False):
+        return
+
+    @functools.wraps(original)
+    def print_exc(*args: Any, **kwargs: Any) -> Any:
+        if sys._getframe(1).f_code is code:
+            value = sys.exc_info()[1]
+            if value is not None and not isinstance(value, SystemExit):
+                collector.session.guarded(
+                    "crash", collector.record, value, "multiprocessing.Process", None
+                )
+        return original(*args, **kwargs)
+
+    setattr(print_exc, _WRAPPED, True)
+    traceback.print_exc = print_exc
+
+
 def install(session: Session) -> CrashCollector:
     collector = CrashCollector(session)
     sys.excepthook = collector.excepthook
     threading.excepthook = collector.thread_excepthook
+    from .importhook import on_import
+
+    on_import(
+        "multiprocessing.process",
+        lambda module: session.guarded("crash", hook_process_bootstrap, collector, module),
+    )
     # threading's shutdown hooks run before atexit's (where the session closes its file), and
     # after Python has stored an uncaught exception in sys.last_value.
     register = getattr(threading, "_register_atexit", None)

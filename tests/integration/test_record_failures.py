@@ -5,6 +5,7 @@ and a clean program gets none of them."""
 
 from __future__ import annotations
 
+import subprocess
 import textwrap
 from pathlib import Path
 
@@ -234,6 +235,45 @@ def test_programs_own_hooks_still_run_and_both_crashes_are_seen(tmp_path: Path) 
     assert by_kind["thread"].location == f"{app}:6"
     assert by_kind["uncaught"].title.startswith("The program crashed: LookupError")
     assert any("replaced sys.excepthook" in line for line in by_kind["uncaught"].evidence)
+
+
+WORKER_CRASH = """
+import multiprocessing as mp
+import torch
+
+
+def work(n):
+    raise RuntimeError(f"decoding failed in worker {n}")
+
+
+if __name__ == "__main__":
+    process = mp.get_context("spawn").Process(target=work, args=(0,))
+    process.start()
+    process.join()
+    print("worker exit code", process.exitcode)
+"""
+
+
+def test_a_multiprocessing_workers_crash_is_seen_and_its_output_unchanged(
+    tmp_path: Path,
+) -> None:
+    """multiprocessing catches a child's exception itself (prints it, exits 1): no excepthook
+    runs. diag still records it, and the traceback the child prints is the plain run's."""
+    app = tmp_path / "app.py"
+    app.write_text(textwrap.dedent(WORKER_CRASH))
+    plain = subprocess.run(
+        [PYTHON, str(app)], capture_output=True, text=True, check=False, cwd=tmp_path
+    )
+    code, stdout, stderr, found, _ = _record(tmp_path, WORKER_CRASH)
+    assert code == plain.returncode == 0
+    assert stdout == plain.stdout == "worker exit code 1\n"
+    assert stderr.startswith(plain.stderr), stderr  # then diag's own summary
+    assert "collectors" not in plain.stderr and "collectors" not in stderr[: len(plain.stderr)]
+    crashes = of("crash", events(tmp_path / "t"))
+    assert [c["seen_by"] for c in crashes] == ["multiprocessing.Process"]
+    [finding] = [f for f in found if f.analyzer == "crash"]
+    assert finding.title.startswith("The program crashed: RuntimeError: decoding failed")
+    assert any("ended that process with exit code 1" in line for line in finding.evidence)
 
 
 def test_crash_inside_a_collective_under_torchrun(tmp_path: Path) -> None:
