@@ -45,6 +45,9 @@ ONLY_ENTRY = "only-entry"  # the frame had one entry: its failure is the cause
 TENSOR_COMPATIBLE = "tensor-compatible"  # the one entry compiled for the call's tensors
 SAME_SOURCE = "all-entries-same-source"  # every entry failed on the same source
 NEW_TENSOR = "new-tensor"  # every entry failed on a tensor property: the call's tensors are new
+#: No entry could serve, but some were compiled for the call's very tensors and differ from it
+#: only in Python values: what the call brought that is new is a value, not a tensor.
+NEW_VALUE = "new-value"
 UNDECIDED = "undecided"
 
 
@@ -59,6 +62,8 @@ class EntryFailure:
     tensors_match: bool | None
     #: Why it could not serve, in words (`compiled for stride [3072, 1, 128] of hidden_states`).
     mismatch: str | None = None
+    #: Its guard tree holds the call's tensors (none differs): only Python values kept it out.
+    tensors_fit: bool = False
 
 
 @dataclass(frozen=True)
@@ -188,6 +193,13 @@ def _decide(item: Compile, tables: dict[tuple[int, int, str], EntryTable]) -> Re
     if len(sources) == 1:
         first = failures[0]
         return RecompileCause(first.guard, first.entry, True, SAME_SOURCE, failures)
+    fitting = [f for f in failures if f.tensors_fit and f.guard.kind not in TENSOR_KINDS]
+    if not possible and fitting:
+        # Entries compiled for the call's own tensors were kept out by Python values only: the
+        # call brought a value no entry was compiled for. Their failing guard names it (the
+        # source most of them fail on; decided when they all fail on one).
+        chosen, agree = _most_common(fitting)
+        return RecompileCause(chosen.guard, chosen.entry, agree, NEW_VALUE, failures)
     if not possible:
         # Every entry was compiled for other tensors: the call brought a new size, stride or
         # dtype. Name torch's own tensor failure when an entry reported one (what the call
@@ -195,18 +207,25 @@ def _decide(item: Compile, tables: dict[tuple[int, int, str], EntryTable]) -> Re
         tensor = next((f for f in failures if f.guard.kind in TENSOR_KINDS), None)
         if tensor is not None:
             return RecompileCause(tensor.guard, tensor.entry, True, NEW_TENSOR, failures)
-        counts: dict[tuple[str, str | None], int] = {}
-        for failure in failures:
-            key = (failure.guard.kind, failure.guard.source)
-            counts[key] = counts.get(key, 0) + 1
-        best = max(counts.values())
-        chosen = next(f for f in failures if counts[(f.guard.kind, f.guard.source)] == best)
+        chosen, _ = _most_common(failures)
         return RecompileCause(chosen.guard, chosen.entry, True, NEW_TENSOR, failures)
     same = {(f.guard.kind, f.guard.source) for f in possible}
     if len(same) == 1:
         chosen = possible[0]
         return RecompileCause(chosen.guard, chosen.entry, True, SAME_SOURCE, failures)
     return RecompileCause(None, None, False, UNDECIDED, failures)
+
+
+def _most_common(failures: list[EntryFailure]) -> tuple[EntryFailure, bool]:
+    """The failure on the (kind, source) most entries share (the newest among equals), and
+    whether every entry shares it."""
+    counts: dict[tuple[str, str | None], int] = {}
+    for failure in failures:
+        key = (failure.guard.kind, failure.guard.source)
+        counts[key] = counts.get(key, 0) + 1
+    best = max(counts.values())
+    chosen = next(f for f in failures if counts[(f.guard.kind, f.guard.source)] == best)
+    return chosen, len(counts) == 1
 
 
 #: (tensor source, "size" or "stride", index) -> the call's value, from torch's own messages.
@@ -247,11 +266,15 @@ def _entry_failure(
         return EntryFailure(entry, guard, False, against)
     if call is None:
         return EntryFailure(entry, guard, None)
-    mismatch = tensor_mismatch(table.tensors, call.tensors) or value_mismatch(
-        table.values, call.values, guard.source
-    )
-    if mismatch is not None:
-        return EntryFailure(entry, guard, False, mismatch)
+    tensors = tensor_mismatch(table.tensors, call.tensors)
+    if tensors is not None:
+        return EntryFailure(entry, guard, False, tensors)
+    values = value_mismatch(table.values, call.values, guard.source)
+    if values is not None:
+        fit = bool(table.tensors and call.tensors) and not _unknown_dims(
+            table.tensors, call.tensors
+        )
+        return EntryFailure(entry, guard, False, values, tensors_fit=fit)
     if not (table.tensors and call.tensors) or _unknown_dims(table.tensors, call.tensors):
         # Nothing compared, or a dim this entry fixed that the call's entry left dynamic:
         # the call's value there is not known, so neither is whether this entry fits it.
@@ -388,6 +411,14 @@ def cause_line(cause: RecompileCause) -> str:
         line += f" (every entry failed on `{guard.source or guard.kind}`)"
     elif cause.why == NEW_TENSOR:
         line += " (no entry was compiled for these tensors)"
+    elif cause.why == NEW_VALUE:
+        fitting = sum(1 for f in cause.failures if f.tensors_fit)
+        line += (
+            f" (no entry was compiled for this value: {fitting} entr"
+            f"{'y' if fitting == 1 else 'ies'} compiled for the call's tensors hold other values"
+            + ("" if cause.decided else "; they fail on different values, this one is likeliest")
+            + ")"
+        )
     else:
         line += (
             f" (entry {cause.entry}: likeliest, the only entry the evidence does not rule out; "
@@ -401,7 +432,12 @@ def cause_line(cause: RecompileCause) -> str:
             for f in others[:_SHOWN_OTHERS]
         )
         more = f" and {len(others) - _SHOWN_OTHERS} more" if len(others) > _SHOWN_OTHERS else ""
-        line += f"; the other entries were compiled for other tensors: {listed}{more}"
+        why_not = (
+            "were compiled for other tensors"
+            if all(not f.tensors_fit for f in others)
+            else "could not serve it"
+        )
+        line += f"; the other entries {why_not}: {listed}{more}"
     elif len(cause.failures) > 1 and cause.why == NEW_TENSOR:
         line += f"; {len(cause.failures) - 1} other entries rejected it on tensor properties too"
     return line

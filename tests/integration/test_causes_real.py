@@ -224,3 +224,51 @@ def test_recompile_limit_eager_calls_match_torchs_record(tmp_path: Path) -> None
     assert eager_steps == list(range(11))
     assert "from then on" not in finding.title
     assert "dynamic=False" in finding.fix
+
+
+EULER = """
+import torch
+import diag.api as diag
+
+torch._dynamo.config.recompile_limit = 64
+
+
+@torch.compile(backend="aot_eager", dynamic=False)
+def euler_step(latents, noise, sigma, sigma_next):
+    return latents + (sigma_next - sigma) * noise
+
+
+def serve(width, steps):
+    latents = torch.randn(1, 4, 16, width)
+    sigmas = [1.0 - i / steps for i in range(steps + 1)]
+    with diag.request(shape=[16, width]):
+        for i in range(steps):
+            with diag.step():
+                latents = euler_step(latents, torch.randn_like(latents), sigmas[i], sigmas[i + 1])
+
+
+with diag.phase("warmup"):
+    serve(16, 3)
+    serve(24, 3)
+serve(16, 4)
+"""
+
+
+def test_a_new_sigma_is_a_new_value_not_a_new_tensor(tmp_path: Path) -> None:
+    """A `dynamic=False` Euler step over Python-float sigmas, warmed at two widths with 3 steps,
+    then a live 4-step request at the first width. Torch's record (guard_failures, written down
+    first): at live steps 1 and 2 every entry fails, those of the other width on `noise`'s size
+    (its tensor guard comes first), those of this width on `sigma`; no entry had the call's
+    sigma. The cause is the value the call brought, never the other width's tensor failure."""
+    trace = _record(tmp_path, "euler", EULER)
+    findings = run_analyzers(trace)
+    live = next(f for f in findings if f.analyzer == "live-compile" and f.severity == "error")
+    causes = {c["step"]: c["cause"] for c in live.claims if c["kind"] == "recompile"}
+    assert sorted(causes) == [0, 1, 2, 3]
+    for cause in causes.values():
+        assert cause["guard_kind"] == "python-value", causes
+        assert cause["source"] in ("sigma", "sigma_next"), causes
+    assert causes[1]["why"] == causes[2]["why"] == "new-value"
+    text = "\n".join(live.evidence)
+    assert "no entry was compiled for this value" in text
+    assert "could not serve it" in text  # value mismatches are not called other tensors
