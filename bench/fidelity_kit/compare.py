@@ -46,7 +46,7 @@ PROBLEM_OWNERS = {
     "crash": ("crash", "compile-failure"),
     "empty-cache": ("warmup-hygiene",),
     "no-warmup": ("live-compile",),
-    "compile-spike": ("step0-spike",),
+    "compile-spike": ("step0-spike", "live-compile"),
     "frame-skipped": ("graph-breaks",),
 }
 _IGNORED_TOKENS = {"L", "G", "self", "__main__", "__import___main__", "tensor"}

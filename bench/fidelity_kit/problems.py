@@ -105,13 +105,23 @@ def _live_compiles(program: Program, process: ProcessRecord, claims: Claims) -> 
             and step.wall_s > 2 * statistics.median(others)
         ):
             spiked.add((item.request, item.step))
+            # A slow step is explained by a spike claim at that step, or by a claim naming one
+            # of the compiles torch ran in that step (a live compile's finding says what it
+            # cost and where): step0-spike only speaks of step 0 by design.
+            in_step = {
+                c.compile_id
+                for c in process.compiles.values()
+                if c.request == item.request and c.step == item.step
+            }
             claimed = _claimed(
                 claims,
                 process,
-                ("spike",),
-                lambda c, item=item: (
+                ("spike", "compile", "recompile", "compile-failure"),
+                lambda c, item=item, in_step=in_step: (
                     program.request(process.pid, c.get("request")) == item.request
                     and c.get("step") == item.step
+                    if c.get("kind") == "spike"
+                    else str(c.get("compile_id")) in in_step
                 ),
             )
             detail = (
