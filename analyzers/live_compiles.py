@@ -264,7 +264,10 @@ def _live_finding(
 def _first_cause(run: RunData, compiles: list[Compile]) -> RecompileCause | None:
     """The cause the title names: the first decided one, else the first recompile's."""
     causes = [cause for c in compiles if (cause := recompile_cause(run, c)) is not None]
-    return next((c for c in causes if c.guard is not None), causes[0] if causes else None)
+    decided = next((c for c in causes if c.guard is not None and c.decided), None)
+    return decided or next(
+        (c for c in causes if c.guard is not None), causes[0] if causes else None
+    )
 
 
 _RESUME = "torch_dynamo_resume_in_"

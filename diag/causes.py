@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from diag.trace.run import Compile, Guard, RunData
@@ -173,6 +173,7 @@ def _decide(item: Compile, tables: dict[tuple[int, int, str], EntryTable]) -> Re
         _entry_failure(entry, guard, tables.get((item.pid, item.epoch, str(entry))), call, facts)
         for entry, guard in by_entry.items()
     ]
+    failures = _unproven_when_tables_cannot_tell(failures, item, tables)
     if len(failures) == 1:
         only = failures[0]
         return RecompileCause(only.guard, only.entry, True, ONLY_ENTRY, failures)
@@ -198,7 +199,7 @@ def _decide(item: Compile, tables: dict[tuple[int, int, str], EntryTable]) -> Re
         # Entries compiled for the call's own tensors were kept out by Python values only: the
         # call brought a value no entry was compiled for. Their failing guard names it (the
         # source most of them fail on; decided when they all fail on one).
-        chosen, agree = _most_common(fitting)
+        chosen, agree = _new_value(fitting, item, tables) or _most_common(fitting)
         return RecompileCause(chosen.guard, chosen.entry, agree, NEW_VALUE, failures)
     if not possible:
         # Every entry was compiled for other tensors: the call brought a new size, stride or
@@ -211,9 +212,68 @@ def _decide(item: Compile, tables: dict[tuple[int, int, str], EntryTable]) -> Re
         return RecompileCause(chosen.guard, chosen.entry, True, NEW_TENSOR, failures)
     same = {(f.guard.kind, f.guard.source) for f in possible}
     if len(same) == 1:
+        # The entries not ruled out all failed on one source; others failed on a tensor. Decided
+        # only when those entries are known to fit the call's tensors: else the tensor failure
+        # may be the call's real novelty (a new shape no entry was compiled for).
         chosen = possible[0]
-        return RecompileCause(chosen.guard, chosen.entry, True, SAME_SOURCE, failures)
+        decided = all(f.tensors_match is True for f in possible) or not any(
+            f.guard.kind in TENSOR_KINDS for f in failures
+        )
+        return RecompileCause(chosen.guard, chosen.entry, decided, SAME_SOURCE, failures)
     return RecompileCause(None, None, False, UNDECIDED, failures)
+
+
+def _unproven_when_tables_cannot_tell(
+    failures: list[EntryFailure],
+    item: Compile,
+    tables: dict[tuple[int, int, str], EntryTable],
+) -> list[EntryFailure]:
+    """An entry whose recorded tensors equal those of an entry that failed on a tensor property
+    (a duck-sizing relation, say, that the recorded sizes and strides do not hold) is not
+    proven to fit the call: the record cannot tell the two apart."""
+
+    def tensors(entry: str | None) -> Any:
+        table = tables.get((item.pid, item.epoch, str(entry)))
+        return table.tensors if table is not None and table.tensors else None
+
+    failed_on_tensors = [
+        tensors(f.entry) for f in failures if f.guard.kind in TENSOR_KINDS and tensors(f.entry)
+    ]
+    if not failed_on_tensors:
+        return failures
+    return [
+        replace(f, tensors_match=None, tensors_fit=False)
+        if f.tensors_match is True and tensors(f.entry) in failed_on_tensors
+        else f
+        for f in failures
+    ]
+
+
+def _new_value(
+    fitting: list[EntryFailure],
+    item: Compile,
+    tables: dict[tuple[int, int, str], EntryTable],
+) -> tuple[EntryFailure, bool] | None:
+    """The value every fitting entry was compiled with another value of than the call has (its
+    guard trees say so): the call's novelty, decided. None when no single source is new to all."""
+    from diag.guards import tree_key
+
+    call = tables.get((item.pid, item.epoch, item.compile_id))
+    if call is None or not call.values:
+        return None
+    common: set[str] | None = None
+    for failure in fitting:
+        table = tables.get((item.pid, item.epoch, str(failure.entry)))
+        if table is None:
+            return None
+        differ = {k for k, v in table.values.items() if k in call.values and call.values[k] != v}
+        common = differ if common is None else common & differ
+    if not common:
+        return None
+    for failure in fitting:
+        if failure.guard.source and tree_key(failure.guard.source) in common:
+            return failure, len(common) == 1
+    return None
 
 
 def _most_common(failures: list[EntryFailure]) -> tuple[EntryFailure, bool]:
@@ -385,7 +445,7 @@ def cause_short(cause: RecompileCause | None) -> str:
     if cause is None:
         return ""
     if cause.guard is not None:
-        return guard_condition(cause.guard)
+        return ("" if cause.decided else "likeliest ") + guard_condition(cause.guard)
     shown = [guard_condition(g) for g in cause.candidates[:_SHOWN_OTHERS]]
     return "cause undecided: " + " or ".join(shown)
 
@@ -407,8 +467,24 @@ def cause_line(cause: RecompileCause) -> str:
         line += " (the frame's only cache entry)"
     elif cause.why == TENSOR_COMPATIBLE:
         line += f" (entry {cause.entry}, the one compiled for this call's tensors)"
-    elif cause.why == SAME_SOURCE:
+    elif (
+        cause.why == SAME_SOURCE
+        and len({(f.guard.kind, f.guard.source) for f in cause.failures}) == 1
+    ):
         line += f" (every entry failed on `{guard.source or guard.kind}`)"
+    elif cause.why == SAME_SOURCE:
+        ruled_out = sum(1 for f in cause.failures if f.tensors_match is False)
+        line += (
+            f" (every entry not ruled out failed on `{guard.source or guard.kind}`; {ruled_out} "
+            f"other{'s' if ruled_out != 1 else ''} could not serve the call"
+            + (
+                ""
+                if cause.decided
+                else ", and whether the rest fit the call's tensors is not known: likeliest, not "
+                "decided"
+            )
+            + ")"
+        )
     elif cause.why == NEW_TENSOR:
         line += " (no entry was compiled for these tensors)"
     elif cause.why == NEW_VALUE:

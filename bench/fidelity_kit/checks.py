@@ -161,11 +161,20 @@ def _check_recompile(
     _position(program, process, claim, verdict, found.phase, found.request, found.step)
     cause = claim.get("cause")
     if isinstance(cause, dict) and found.is_recompile:
-        _check_cause(program.spec, found, cause, verdict)
+        _check_cause(program.spec, found, cause, verdict, process)
+
+
+#: Plants whose cause is a shape the request brings: once an entry was compiled for it in that
+#: request, a later recompile of the same frame there has another cause.
+_SHAPE_PLANTS = {"new-shape", "unwarmed-shape"}
 
 
 def _check_cause(
-    spec: ProgramSpec, found: CompileRecord, cause: dict[str, Any], verdict: Verdict
+    spec: ProgramSpec,
+    found: CompileRecord,
+    cause: dict[str, Any],
+    verdict: Verdict,
+    process: ProcessRecord | None = None,
 ) -> None:
     """The entry that would have served the call, and the guard of it that failed."""
     entry = cause.get("entry")
@@ -193,6 +202,8 @@ def _check_cause(
                 f"no entry's reason is about {source!r}: {clip('; '.join(found.reasons))!r}",
             )
     planted = planted_keys(spec, "live-compile", found.request)
+    if process is not None and _shape_served(process, found):
+        planted = [t for t in planted if t.plant not in _SHAPE_PLANTS]
     shown = [t for t in planted if any(re.search(t.key or "", r, re.I) for r in found.reasons)]
     if not shown:
         verdict.check("cause (planted)", None, "no planted cause shows in torch's reasons")
@@ -208,6 +219,16 @@ def _check_cause(
         hits,
         f"planted {'/'.join(sorted({t.plant for t in shown}))} shows in torch's reasons; diag "
         f"named {said or 'nothing'}" + (f" (entry {entry}: {clip(named)!r})" if named else ""),
+    )
+
+
+def _shape_served(process: ProcessRecord, found: CompileRecord) -> bool:
+    """An entry of this frame was compiled earlier in the same request (for its new shape)."""
+    return any(
+        other.compile_id in found.entries_before
+        and other.code == found.code
+        and other.request == found.request
+        for other in process.compiles.values()
     )
 
 
