@@ -134,6 +134,16 @@ def _finding(
         if eager_claim is not None:
             position = claim("eager-calls", run, first.pid, frame=first.frame, label=label)
             claims.append(position | eager_claim)
+        # Failures of other frames of the same name in this group: each of those frames runs
+        # eagerly too, by its own entries (one claim each; the evidence speaks of the first).
+        for other in _first_of_other_frames(items):
+            more = _eager_fallback(run, other, _crash_of(run, other), imported)
+            if more is not None and more[1] is not None:
+                other_label = frame_label(run, other.frame) if other.frame is not None else frame
+                position = claim(
+                    "eager-calls", run, other.pid, frame=other.frame, label=other_label
+                )
+                claims.append(position | more[1])
         if first.suppress_errors:
             kind = "eager-fallback"
             entries = _entries_before(run, first)
@@ -280,6 +290,18 @@ def _explain(fail_type: str, reason: str, user: UserLine | None) -> tuple[str, s
         f"Read torch's reason above{at}; TORCHDYNAMO_VERBOSE=1 prints the internal stack, and "
         "backend='aot_eager' tells a tracing problem from a backend one.",
     )
+
+
+def _first_of_other_frames(items: list[Compile]) -> list[Compile]:
+    """The first failed compile of each frame in `items` other than the first item's frame."""
+    seen = {(items[0].pid, items[0].frame)}
+    found = []
+    for item in items[1:]:
+        key = (item.pid, item.frame)
+        if item.frame is not None and key not in seen:
+            seen.add(key)
+            found.append(item)
+    return found
 
 
 def _eager_fallback(
