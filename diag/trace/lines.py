@@ -31,8 +31,8 @@ from diag.trace.schema import SCHEMAS, EventBase, Nanos
 #: reason, 256 guard sources); reading skips to the next newline without holding it.
 MAX_LINE_BYTES = 16 << 20
 #: Bytes read and decoded at a time: the events of one read (about 300 KB of objects) are still
-#: in the CPU's cache when the reader walks them (with 4 MB reads a day of steps read 30 %
-#: slower).
+#: in the CPU's cache when the reader walks them (with 4 MB reads a day of steps took a third
+#: longer to read).
 _CHUNK = 128 << 10
 
 
