@@ -460,7 +460,7 @@ def _load_process(run: RunData, events_path: Path, fast: bool = True) -> None:
     requests: dict[str, Request] = {}
     pending_guards: dict[tuple[int, str], list[Guard]] = {}
     # Locals: this loop runs for every line of a day-long trace. Kinds are told apart by
-    # type() (no schema Struct has subclasses but Positioned's), and `event` is Any: the
+    # type() (none of the kinds tested here has subclasses), and `event` is Any: the
     # attributes read below are those of the kind just tested.
     step_end, step_start, step_gpu = ev.StepEnd, ev.StepStart, ev.StepGpu
     request_start, request_end, process_start = ev.RequestStart, ev.RequestEnd, ev.ProcessStart
