@@ -126,7 +126,7 @@ def recording_rule(trace: Trace, policy: Policy) -> RuleResult:
                 )
             )
     live = [r for run in trace.runs.values() for r in run.requests if r.phase == "live"]
-    live_steps = sum(len(r.steps) for r in live)
+    live_steps = sum(r.step_count for r in live)
     if policy.require_live_requests and not live:
         adapters = sorted({a for run in trace.runs.values() for a in run.adapters})
         result.violations.append(
@@ -154,7 +154,7 @@ def _live_counts(trace: Trace, requests: int, steps: int) -> str:
     for run in trace.runs.values():
         for pid in {r.pid for r in run.requests}:
             live = [r for r in run.requests if r.pid == pid and r.phase == "live"]
-            served.add((len(live), sum(len(r.steps) for r in live)))
+            served.add((len(live), sum(r.step_count for r in live)))
             process = next((p for p in run.processes if p.pid == pid), None)
             ranks.add(process.rank if process is not None and process.rank is not None else -1)
     runs = len(trace.runs)

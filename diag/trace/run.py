@@ -10,8 +10,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib
-from array import array
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,7 +36,8 @@ from diag.trace.format import (
 )
 from diag.trace.lines import Batch, Tally, Unknown, decode_object, read_events
 from diag.trace.schema import Guard
-from diag.trace.step_table import GPU, Step, StepTable
+from diag.trace.step_builder import StepBuilder, compact_rows
+from diag.trace.step_table import Step, StepTable
 
 __all__ = [
     "Compile",
@@ -132,7 +132,7 @@ class Request:
     #: Where its steps are: rows of a StepTable (diag.trace.step_table), made into Step views
     #: on first use and kept.
     _table: StepTable | None = field(default=None, repr=False, compare=False)
-    _rows: array[int] | None = field(default=None, repr=False, compare=False)
+    _rows: Sequence[int] | None = field(default=None, repr=False, compare=False)
     _steps: list[Step] | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -142,10 +142,19 @@ class Request:
             self._steps = [] if table is None or rows is None else table.views(rows)
         return self._steps
 
-    def _add_row(self, table: StepTable, row: int) -> None:
-        if self._table is None or self._rows is None:
-            self._table, self._rows = table, array("i")
-        self._rows.append(row)
+    @property
+    def step_count(self) -> int:
+        """len(steps), without making the steps' views (a day holds 900 000)."""
+        if self._steps is None and self._rows is not None:
+            return len(self._rows)
+        return len(self.steps)
+
+    @property
+    def first_step(self) -> Step | None:
+        """steps[0], without making the other steps' views."""
+        if self._steps is None and self._table is not None and self._rows:
+            return Step._at(self._table, self._rows[0])
+        return self.steps[0] if self.steps else None
 
     #: The program's own name for the request (LightX2V's task id), shown beside the id.
     label: str | None = None
@@ -435,63 +444,85 @@ def _process_batches(events_path: Path, tally: Tally) -> Iterator[Batch]:
         yield from read_events(path, tally)
 
 
-def _load_process(run: RunData, events_path: Path) -> None:
+def _load_process(run: RunData, events_path: Path, fast: bool = True) -> None:
     """One process's event file into `run`: every line validated once (diag.trace.lines), its
-    steps into a StepTable, each other event into the model object that holds it."""
+    steps into a StepTable, each other event into the model object that holds it.
+
+    Steps are matched to their rows here, event by event, and the table is filled in bulk
+    (diag.trace.step_builder). A step_end or step_gpu nearly always belongs to the row opened
+    last, which is tried first; `fast=False` (for the tests) searches every time and fills
+    the table one end at a time, as the events say."""
     tally = Tally()
     process: Process | None = None
     pid = 0
-    table = StepTable()
+    steps = StepBuilder(fast)
+    table = steps.table
     requests: dict[str, Request] = {}
     pending_guards: dict[tuple[int, str], list[Guard]] = {}
-    # Locals: this loop runs for every line of a day-long trace.
+    # Locals: this loop runs for every line of a day-long trace. Kinds are told apart by
+    # type() (none of the kinds tested here has subclasses), and `event` is Any: the
+    # attributes read below are those of the kind just tested.
     step_end, step_start, step_gpu = ev.StepEnd, ev.StepStart, ev.StepGpu
-    end_row, add_row, get_request = table.end, table.add, requests.get
+    request_start, request_end, process_start = ev.RequestStart, ev.RequestEnd, ev.ProcessStart
+    opened: list[Request] = []
+    get_request, find = requests.get, steps.find
+    keep_start, keep_index, keep_end, end_row = (
+        steps.starts.append,
+        steps.index.append,
+        steps.ends.append,
+        steps.end_rows.append,
+    )
+    gpu_row, gpu_s = steps.gpu_rows.append, steps.gpu_s.append
+    rows = 0
+    # The row opened last, its request id and its step: where a step_end or step_gpu nearly
+    # always goes. None and -1 since a request began: its rows are searched instead.
+    last_rid: str | None = None
+    last_index = last_row = -1
+    event: Any
     try:
         for batch in _process_batches(events_path, tally):
             for event in batch:
                 kind = type(event)
                 if kind is step_end:
-                    assert isinstance(event, step_end)
-                    found = get_request("None" if event.request_id is None else event.request_id)
-                    row = -1 if found is None else table.find(found._rows, event.step)
-                    if row >= 0:
-                        end_row(
-                            row,
-                            event.t,
-                            event.wall_s,
-                            event.cpu_s,
-                            event.host_load,
-                            event.profiled,
-                            event.memory,
-                        )
+                    if event.step == last_index and event.request_id == last_rid:
+                        end_row(last_row)
+                        keep_end(event)
+                    else:
+                        rid = event.request_id
+                        found = get_request("None" if rid is None else rid)
+                        row = -1 if found is None else find(found._rows, event.step)
+                        if row >= 0:
+                            end_row(row)
+                            keep_end(event)
                 elif kind is step_start:
-                    assert isinstance(event, step_start)
                     rid = event.request_id
                     if rid is None:
                         rid = "None"
                     # A step outside any request is in no request's steps: not kept.
                     found = get_request(rid)
                     if found is not None:
-                        row = add_row(
-                            rid,
-                            event.step or 0,
-                            event.phase or "live",
-                            event.t,
-                            event.profiled,
-                            event.shape,
-                            pid,
-                        )
+                        index = event.step or 0
+                        found._rows.append(rows)  # type: ignore[union-attr]  # a list here
+                        keep_start(event)
+                        keep_index(index)
                         if event.memory is not None:
-                            table.start_memory(row, event.memory)
-                        found._add_row(table, row)
+                            steps.start_memory(rows, event.memory)
+                        if fast:
+                            last_rid, last_index, last_row = rid, index, rows
+                        rows += 1
                 elif kind is step_gpu:
-                    assert isinstance(event, step_gpu)
-                    found = get_request("None" if event.request_id is None else event.request_id)
-                    row = -1 if found is None else table.find(found._rows, event.step)
-                    if row >= 0 and event.gpu_s is not None:
-                        table.set(row, GPU, event.gpu_s)
-                elif isinstance(event, ev.RequestStart):
+                    if event.gpu_s is None:
+                        continue
+                    if event.step == last_index and event.request_id == last_rid:
+                        row = last_row
+                    else:
+                        rid = event.request_id
+                        found = get_request("None" if rid is None else rid)
+                        row = -1 if found is None else find(found._rows, event.step)
+                    if row >= 0:
+                        gpu_row(row)
+                        gpu_s(event.gpu_s)
+                elif kind is request_start:
                     request = Request(
                         str(event.request_id),
                         event.phase or "live",
@@ -499,19 +530,29 @@ def _load_process(run: RunData, events_path: Path) -> None:
                         pid,
                         event.t,
                         label=event.label,
+                        _table=table,
+                        _rows=[],
                     )
                     requests[request.request_id] = request
                     run.requests.append(request)
-                elif isinstance(event, ev.RequestEnd):
+                    opened.append(request)
+                    last_rid, last_index = None, -1
+                elif kind is request_end:
                     ended = requests.get(str(event.request_id))
                     if ended is not None:
                         ended.end_t = event.t
                 else:
+                    if kind is process_start:
+                        steps.flush(pid)  # the starts so far are the previous pid's
                     process, pid = _other_event(
                         run, event, batch, events_path, process, pid, pending_guards
                     )
+            steps.flush(pid)
     except OSError as exc:
         raise DiagError(f"{events_path}: cannot read ({exc.strerror or exc})") from None
+    steps.finish(pid)
+    for request in opened:
+        request._rows = compact_rows(request._rows or ())
     run.corrupt_lines += tally.corrupt
     if tally.corrupt:
         run.warnings.append(

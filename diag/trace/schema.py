@@ -35,6 +35,9 @@ Load = Annotated[float, Meta(ge=0.0, le=1e6)]
 #: One dimension of a tensor or request shape.
 Dim = Annotated[int, Meta(ge=0, le=2**62)]
 Shape = Annotated[list[Dim], Meta(max_length=64)]
+#: A step's shape: the same values, as a tuple, so that the reader codes a day of steps' shapes
+#: with one dict lookup each (diag.trace.step_builder).
+StepShape = Annotated[tuple[Dim, ...], Meta(max_length=64)]
 Scalar = str | int | float | bool | None
 #: A change in a counter.
 Delta = Annotated[int, Meta(ge=-(2**62), le=2**62)]
@@ -110,7 +113,7 @@ class Memory(Struct, gc=False):
 
 
 class StepStart(Positioned, tag="step_start"):
-    shape: Shape | None = None
+    shape: StepShape | None = None
     profiled: bool = False
     #: Step 0 of a request only, when CUDA was in use.
     memory: Memory | None = None

@@ -21,6 +21,7 @@ def settle(run: RunData) -> None:
 
 def correct_request_shapes(run: RunData) -> None:
     for request in run.requests:
-        first = request.steps[0].shape if request.steps else None
+        step = request.first_step
+        first = step.shape if step is not None else None
         if isinstance(first, list) and first and first != request.shape:
             request.shape = first

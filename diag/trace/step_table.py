@@ -2,160 +2,63 @@
 
 A day of a service is about 900 000 steps. As one object each, with their boxed floats, shape
 list and allocator dict, they took about 900 bytes a step (925 MB for `diag check` on a day);
-as typed arrays they take about 100. A `Step` is a small view (a table and a row) whose
-attributes read the columns, so every analyzer keeps reading `step.wall_s`; a request's views
-are made once, on first use, and kept (analyzers compare steps by identity).
+as typed arrays, one per column, they take about 90. A `Step` is a small view (a table and a
+row) whose attributes read the columns, so every analyzer keeps reading `step.wall_s`; a
+request's views are made once, on first use, and kept (analyzers compare steps by identity).
+The reader fills a table in bulk (diag.trace.step_builder).
 """
 
 from __future__ import annotations
 
 import math
 from array import array
-from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Any
 
-_NONE_T = -1  # end_t not known (the step never ended)
-_NONE_BYTES = -1  # an allocator figure not reported
-_MEMORY_KEYS = ("allocated", "reserved", "max_allocated")
-_NAN = math.nan
-_NANS = array("d", [_NAN] * 4)
-_NO_MEMORY = array("q", [_NONE_BYTES] * 3)
-
-# Per row: the ints (request code, index, pid, shape code), the times (start_t, end_t), the
-# floats (wall_s, gpu_s, cpu_s, host_load; NaN: not known), the flags (phase code, profiled,
-# memory reported) and the allocator bytes (_MEMORY_KEYS).
-_INTS, _TIMES, _FLOATS, _FLAGS, _MEMORY = 4, 2, 4, 3, 3
-WALL, GPU, CPU, LOAD = 0, 1, 2, 3
+NONE_T = -1  # end_t not known (the step never ended)
+NONE_BYTES = -1  # an allocator figure not reported
+MEMORY_KEYS = ("allocated", "reserved", "max_allocated")
 
 
 class StepTable:
-    """Columns of steps: one row per `step_start`, filled in by its `step_end` and `step_gpu`.
-
-    Interleaved typed arrays: appending a row is five calls, and a row is 74 bytes."""
+    """Columns of steps: one row per kept `step_start`, filled in by its `step_end` and
+    `step_gpu`. Strings (request ids, phases) and shapes are stored once and coded."""
 
     def __init__(self) -> None:
-        self.rows = 0
         self.request_ids: list[str] = []
-        self._rid_codes: dict[str, int] = {}
         self.phases: list[str] = []
-        self._phase_codes: dict[str, int] = {}
+        #: Code 0 is "no shape".
         self.shapes: list[list[int] | None] = [None]
-        self._shape_codes: dict[tuple[int, ...], int] = {}
-        self.ints = array("i")
-        self.times = array("q")
-        self.floats = array("d")
-        self.flags = bytearray()
-        self.memory = array("q")
+        # Codes into the lists above, and the step's numbers.
+        self.request = array("i")
+        self.index = array("i")
+        self.pid = array("i")
+        self.shape = array("i")
+        self.phase = array("i")
+        self.start_t = array("q")
+        self.end_t = array("q")  # NONE_T: never ended
+        # NaN: not known.
+        self.wall_s = array("d")
+        self.gpu_s = array("d")
+        self.cpu_s = array("d")
+        self.host_load = array("d")
+        self.profiled = bytearray()
+        self.has_memory = bytearray()  # 1: the step_end reported allocator figures
+        self.allocated = array("q")  # NONE_BYTES: not reported
+        self.reserved = array("q")
+        self.max_allocated = array("q")
         #: row -> the allocator's figures at the step's start (step 0 of a request only).
         self.memory_at_start: dict[int, dict[str, int]] = {}
 
     def __len__(self) -> int:
-        return self.rows
+        return len(self.start_t)
 
-    def add(
-        self,
-        request_id: str,
-        index: int,
-        phase: str,
-        start_t: int,
-        profiled: bool,
-        shape: list[int] | None,
-        pid: int,
-    ) -> int:
-        """A step that started; its row."""
-        code = self._rid_codes.get(request_id)
-        if code is None:
-            code = self._rid_codes[request_id] = len(self.request_ids)
-            self.request_ids.append(request_id)
-        phase_code = self._phase_codes.get(phase)
-        if phase_code is None:
-            phase_code = self._phase_codes[phase] = len(self.phases)
-            self.phases.append(phase)
-        shape_code = 0
-        if shape is not None:
-            key = tuple(shape)
-            shape_code = self._shape_codes.get(key, 0)
-            if not shape_code:
-                shape_code = self._shape_codes[key] = len(self.shapes)
-                self.shapes.append(list(shape))
-        self.ints.extend((code, index, pid, shape_code))
-        self.times.extend((start_t, _NONE_T))
-        self.floats.extend(_NANS)
-        self.flags.extend((phase_code, 1 if profiled else 0, 0))
-        self.memory.extend(_NO_MEMORY)
-        self.rows += 1
-        return self.rows - 1
-
-    def end(
-        self,
-        row: int,
-        t: int,
-        wall_s: float | None,
-        cpu_s: float | None,
-        host_load: float | None,
-        profiled: bool,
-        memory: Memory | None,
-    ) -> None:
-        """The step ended: its time, and what its step_end measured."""
-        self.times[_TIMES * row + 1] = t
-        floats, base = self.floats, _FLOATS * row
-        floats[base + WALL] = _NAN if wall_s is None else wall_s
-        floats[base + CPU] = _NAN if cpu_s is None else cpu_s
-        floats[base + LOAD] = _NAN if host_load is None else host_load
-        if profiled:
-            self.flags[_FLAGS * row + 1] = 1
-        if memory is not None:
-            self.flags[_FLAGS * row + 2] = 1
-            figures, base = self.memory, _MEMORY * row
-            value = memory.allocated
-            figures[base] = _NONE_BYTES if value is None else value
-            value = memory.reserved
-            figures[base + 1] = _NONE_BYTES if value is None else value
-            value = memory.max_allocated
-            figures[base + 2] = _NONE_BYTES if value is None else value
-
-    def start_memory(self, row: int, memory: Memory) -> None:
-        """The allocator's figures at the step's start (a request's step 0, on CUDA)."""
-        figures = {key: getattr(memory, key) for key in _MEMORY_KEYS}
-        self.memory_at_start[row] = {k: v for k, v in figures.items() if v is not None}
-
-    def find(self, rows: array[int] | None, index: int | None) -> int:
-        """The newest of `rows` (a request's) holding step `index`, or -1. A step_end and
-        step_gpu name the step by request and index; theirs is the last or nearly (a step_gpu
-        comes a few steps late), so the search runs from the end."""
-        if not rows or index is None:
-            return -1
-        ints = self.ints
-        row = rows[-1]
-        if ints[_INTS * row + 1] == index:
-            return row
-        for position in range(len(rows) - 2, -1, -1):
-            row = rows[position]
-            if ints[_INTS * row + 1] == index:
-                return row
-        return -1
-
-    def set(self, row: int, column: int, value: float | None) -> None:
-        """One of the floats (WALL, GPU, CPU, LOAD); None: not known."""
-        self.floats[_FLOATS * row + column] = math.nan if value is None else value
-
-    def views(self, rows: array[int]) -> list[Step]:
+    def views(self, rows: Sequence[int]) -> list[Step]:
         return [Step._at(self, row) for row in rows]
 
 
-class Memory(Protocol):
-    """The allocator figures of a step_end (diag.trace.schema.Memory)."""
-
-    allocated: int | None
-    reserved: int | None
-    max_allocated: int | None
-
-
-@dataclass
-class _Memory:
-    allocated: int | None = None
-    reserved: int | None = None
-    max_allocated: int | None = None
+def _known(value: float) -> float | None:
+    return None if value != value else value  # NaN: not known
 
 
 class Step:
@@ -183,13 +86,29 @@ class Step:
         host_load: float | None = None,
     ) -> None:
         table = StepTable()
-        row = table.add(request_id, index, phase, start_t, profiled, shape, pid)
-        known = None if memory is None else _Memory(**{k: memory.get(k) for k in _MEMORY_KEYS})
-        table.end(
-            row, _NONE_T if end_t is None else end_t, wall_s, cpu_s, host_load, profiled, known
-        )
-        table.set(row, GPU, gpu_s)
-        self._table, self._row = table, row
+        table.request_ids.append(request_id)
+        table.phases.append(phase)
+        if shape is not None:
+            table.shapes.append(list(shape))
+        nan = math.nan
+        table.request.append(0)
+        table.index.append(index)
+        table.pid.append(pid)
+        table.shape.append(0 if shape is None else 1)
+        table.phase.append(0)
+        table.start_t.append(start_t)
+        table.end_t.append(NONE_T if end_t is None else end_t)
+        table.wall_s.append(nan if wall_s is None else wall_s)
+        table.gpu_s.append(nan if gpu_s is None else gpu_s)
+        table.cpu_s.append(nan if cpu_s is None else cpu_s)
+        table.host_load.append(nan if host_load is None else host_load)
+        table.profiled.append(1 if profiled else 0)
+        table.has_memory.append(0 if memory is None else 1)
+        columns = (table.allocated, table.reserved, table.max_allocated)
+        for column, key in zip(columns, MEMORY_KEYS, strict=True):
+            value = None if memory is None else memory.get(key)
+            column.append(NONE_BYTES if value is None else value)
+        self._table, self._row = table, 0
 
     @classmethod
     def _at(cls, table: StepTable, row: int) -> Step:
@@ -199,71 +118,66 @@ class Step:
 
     @property
     def request_id(self) -> str:
-        return self._table.request_ids[self._table.ints[_INTS * self._row]]
+        return self._table.request_ids[self._table.request[self._row]]
 
     @property
     def index(self) -> int:
-        return self._table.ints[_INTS * self._row + 1]
+        return self._table.index[self._row]
 
     @property
     def pid(self) -> int:
-        return self._table.ints[_INTS * self._row + 2]
+        return self._table.pid[self._row]
 
     @property
     def shape(self) -> list[int] | None:
-        return self._table.shapes[self._table.ints[_INTS * self._row + 3]]
+        return self._table.shapes[self._table.shape[self._row]]
 
     @property
     def phase(self) -> str:
-        return self._table.phases[self._table.flags[_FLAGS * self._row]]
+        return self._table.phases[self._table.phase[self._row]]
 
     @property
     def profiled(self) -> bool:
-        return bool(self._table.flags[_FLAGS * self._row + 1])
+        return bool(self._table.profiled[self._row])
 
     @property
     def start_t(self) -> int:
-        return self._table.times[_TIMES * self._row]
+        return self._table.start_t[self._row]
 
     @property
     def end_t(self) -> int | None:
-        t = self._table.times[_TIMES * self._row + 1]
-        return None if t == _NONE_T else t
+        t = self._table.end_t[self._row]
+        return None if t == NONE_T else t
 
     @property
     def wall_s(self) -> float | None:
-        value = self._table.floats[_FLOATS * self._row + WALL]
-        return None if value != value else value  # NaN: not known
+        return _known(self._table.wall_s[self._row])
 
     @property
     def gpu_s(self) -> float | None:
         """The step's CUDA time (CUDA events), None when not measured."""
-        value = self._table.floats[_FLOATS * self._row + GPU]
-        return None if value != value else value  # NaN: not known
+        return _known(self._table.gpu_s[self._row])
 
     @property
     def cpu_s(self) -> float | None:
         """The process's CPU time in the step (all threads): wall time it did not run for was
         spent waiting (the GPU, I/O) or descheduled (a loaded host). None in older traces."""
-        value = self._table.floats[_FLOATS * self._row + CPU]
-        return None if value != value else value  # NaN: not known
+        return _known(self._table.cpu_s[self._row])
 
     @property
     def host_load(self) -> float | None:
         """Runnable tasks per CPU (1-minute load average / CPUs) when the step ended; None in
         older traces. Above 1 the host was loaded: other work waited for a CPU."""
-        value = self._table.floats[_FLOATS * self._row + LOAD]
-        return None if value != value else value  # NaN: not known
+        return _known(self._table.host_load[self._row])
 
     @property
     def memory(self) -> dict[str, int] | None:
         """The allocator's bytes at the step's end (the figures reported); None without CUDA."""
         table, row = self._table, self._row
-        if not table.flags[_FLAGS * row + 2]:
+        if not table.has_memory[row]:
             return None
-        base = _MEMORY * row
-        values = table.memory[base : base + _MEMORY]
-        return {k: v for k, v in zip(_MEMORY_KEYS, values, strict=True) if v != _NONE_BYTES}
+        values = (table.allocated[row], table.reserved[row], table.max_allocated[row])
+        return {k: v for k, v in zip(MEMORY_KEYS, values, strict=True) if v != NONE_BYTES}
 
     @property
     def memory_start(self) -> dict[str, int] | None:
