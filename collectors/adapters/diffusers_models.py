@@ -154,7 +154,7 @@ class ModelCalls:
             return  # a model inside a model, or inside a pipeline call (its steps are known)
         shape = first_tensor_shape(self.torch, args, kwargs, _SHAPE_NAMES)
         timestep = timestep_of(self.torch, _with_positional_timestep(model, args, kwargs))
-        if self.inferred.start(_latent_shape(shape), timestep):
+        if self.inferred.start(_latent_shape(shape, _in_channels(model)), timestep):
             local.stepping = True
 
     def _on_post(self, model: Any) -> None:
@@ -207,12 +207,22 @@ def _full(cell: Any) -> bool:
     return True
 
 
-def _latent_shape(shape: Any) -> list[int] | None:
-    """[frames, height, width] of a video latent (B, C, F, H, W), [height, width] of an image's."""
+def _in_channels(model: Any) -> int | None:
+    config = getattr(model, "config", None)
+    value = getattr(config, "in_channels", None)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _latent_shape(shape: Any, in_channels: int | None = None) -> list[int] | None:
+    """[frames, height, width] of a video latent, [height, width] of an image's. A video latent
+    is (B, C, F, H, W), or (B, F, C, H, W) where the model's `in_channels` sits at dim 2 and not
+    at dim 1 (CogVideoX)."""
     if shape is None:
         return None
     dims = [int(s) for s in shape]
     if len(dims) == 5:
+        if in_channels is not None and dims[2] == in_channels and dims[1] != in_channels:
+            return [dims[1], dims[3], dims[4]]
         return dims[2:]
     if len(dims) == 4:
         return dims[2:]

@@ -170,3 +170,15 @@ def test_timesteps_are_read_without_running_an_operator() -> None:
         timestep_of(torch, {"timestep": torch.ones(1)})
     names = {e.name for e in prof.events()}
     assert not names & {"aten::item", "aten::resolve_conj", "aten::_local_scalar_dense"}, names
+
+
+def test_a_video_latents_frames_height_width_whichever_dim_holds_channels() -> None:
+    """Wan and LTX take (B, C, F, H, W); CogVideoX (B, F, C, H, W): the model's `in_channels`
+    says which (the fidelity harness saw CogVideoX requests recorded as C x H x W)."""
+    from diag.collectors.adapters.diffusers_models import _latent_shape
+
+    assert _latent_shape((1, 16, 2, 8, 12), in_channels=16) == [2, 8, 12]
+    assert _latent_shape((1, 2, 4, 8, 12), in_channels=4) == [2, 8, 12]
+    assert _latent_shape((1, 4, 4, 8, 12), in_channels=4) == [4, 8, 12]  # ambiguous: as before
+    assert _latent_shape((1, 4, 8, 12), in_channels=4) == [8, 12]
+    assert _latent_shape(None) is None
