@@ -38,6 +38,7 @@ from .inferred import (
     RANK_MODEL_CALLS,
     InferredSteps,
     first_tensor_shape,
+    is_autoencoder,
     outside_dynamo,
     timestep_of,
 )
@@ -105,8 +106,8 @@ class ModelCalls:
         return isinstance(target, self.torch.nn.Module) and target in self._hooks
 
     def hook(self, model: Any) -> None:
-        if callable(getattr(model, "encode", None)) and callable(getattr(model, "decode", None)):
-            return  # an autoencoder: its calls are no denoising steps
+        if is_autoencoder(model):
+            return
         self._hooks[model] = [
             model.register_forward_pre_hook(_model_pre_hook, with_kwargs=True),
             model.register_forward_hook(_model_post_hook, always_call=True),

@@ -66,14 +66,15 @@ def note_call_end(at: tuple[int, int], target: Any, torch: Any) -> None:
     hand-written loop's scheduler update, a compiled helper) lasts at least until then. An
     autoencoder's call (decoding after the loop) is no part of a denoising step."""
     owner = getattr(target, "__self__", target)
-    if isinstance(owner, torch.nn.Module) and _is_autoencoder(owner):
+    if isinstance(owner, torch.nn.Module) and is_autoencoder(owner):
         return
     for inferred in _ACTIVE:
         if inferred.stepping and inferred.spans_calls:
             inferred.last_call = at
 
 
-def _is_autoencoder(module: Any) -> bool:
+def is_autoencoder(module: Any) -> bool:
+    """A model with `encode` and `decode` (a VAE): its calls are no denoising steps."""
     return callable(getattr(module, "encode", None)) and callable(getattr(module, "decode", None))
 
 
