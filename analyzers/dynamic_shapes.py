@@ -20,7 +20,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from diag.findings import Finding
-from diag.shapes import Sampled, magi_calls, sampled_dims, size_source
+from diag.shapes import Sampled, as_compiled, magi_calls, sampled_dims, size_source
 from diag.trace.run import Event, Frame, RunData, Trace
 
 from .common import id_suffix, process_lines
@@ -69,7 +69,7 @@ def _declared(run: RunData) -> dict[Frame, set[tuple[str, int]]]:
             for name, value in dims.items():
                 for dim in value if isinstance(value, list) else [value]:
                     if isinstance(dim, int):
-                        declared[frame].add((str(name), dim))
+                        declared[as_compiled(frame)].add((str(name), dim))
     return declared
 
 
@@ -120,6 +120,7 @@ def _analyze_run(run: RunData) -> list[Finding]:
                 [i for i in items if size_source(i.source) not in declared.get(frame, set())],
                 observed,
                 calls,
+                magi=frame in declared,
             )
         )
         is not None
@@ -140,7 +141,10 @@ def _over_dynamic(
     items: list[_Symbol],
     observed: Sampled,
     calls: dict[tuple[int, Frame], int],
+    magi: bool = False,
 ) -> Finding | None:
+    """`magi`: the frame is a magi_compile target, which takes its dynamic dims from
+    `dynamic_arg_dims` alone (no `dynamic=` to pass)."""
     dims = observed.get((pid, frame))
     if not dims:
         return None  # no sampled calls: whether a dim varies is not known
@@ -199,7 +203,10 @@ def _over_dynamic(
     evidence.extend(process_lines(run, pid))
     varying = ", ".join(source for source, _ in varied[:3])
     fix = (
-        "compile with dynamic=None (the default: a dim becomes dynamic only once it changes)"
+        "declare in magi_compile's dynamic_arg_dims only the dims that vary (magi takes no "
+        "dynamic= argument); a dim it derives symbolic from a declared one follows that one"
+        if magi
+        else "compile with dynamic=None (the default: a dim becomes dynamic only once it changes)"
         + (
             f" and, to skip the one recompile, torch._dynamo.mark_dynamic on {varying}"
             if varying

@@ -5,7 +5,7 @@
 # pydantic, pydantic-core, pydantic-settings, annotated-types, typing-inspection, python-dotenv,
 # graphviz, astor, dill, msgspec, importlib-metadata, typing-extensions, diffusers, and diag's own
 # wheel built from the commit under test).
-#   bash bench/causes_session.sh OUT [magi|offload|loop|cudnn]...
+#   bash bench/causes_session.sh OUT [magi|offload|loop|cudnn|profwarm]...
 # Each recording goes to /tmp/traces/NAME with its log NAME.log; they come back as
 # OUT/traces.tgz.part-* (15 MB parts), with OUT/summary.txt (versions, exit codes, times).
 set -u
@@ -53,6 +53,14 @@ for part in $parts; do
       # A boundary op declared that never appears in the traced graph: magi splits nowhere.
       record magi-loop-nosplit --profile none -- python3 "$repo/bench/gpu_programs/magi_loop.py" \
         --split-op aten::_scaled_dot_product_cudnn_attention
+      ;;
+    profwarm)
+      # Does the first profiled step pay the profiler's warm-up? A steady window of 6 steps
+      # (steps 2-7 of the first live request, then 8-11 unprofiled), the same request twice.
+      record profwarm-fixture --profile steady:6 -- "${fixture[@]}" --compile --backend inductor \
+        --requests 4x48x96:12,4x48x96:12
+      record profwarm-offload --warmup-requests 1 --profile steady:6 \
+        -- python3 "$repo/bench/gpu_programs/model_offload.py" --requests 3 --steps 12
       ;;
     cudnn)
       # A live request at a sequence length no warmup served (12800 tokens): cuDNN's attention

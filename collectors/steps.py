@@ -47,6 +47,10 @@ class StepTracker:
         self._gpu_start: Any = None
         self._cpu_start = 0
         self._pending_gpu: deque[tuple[str | None, int, Any, Any]] = deque()
+        # The CUDA event recorded at the end of the open step's latest outermost compiled call
+        # (`call_ended`), and that moment: where an inferred step that ends there ends on the GPU.
+        self._call_event: Any = None
+        self._call_event_at: tuple[int, int] | None = None
         # --warmup-requests: how many of the first requests are warmup, and whether the open
         # request is one that this count (not the program) put in the warmup phase.
         self.warmup_requests = warmup_requests_from_env()
@@ -162,7 +166,14 @@ class StepTracker:
             return
         t, cpu_ns = at if at is not None else (time.monotonic_ns(), time.process_time_ns())
         cpu_s = (cpu_ns - self._cpu_start) / 1e9
-        gpu_end = self._cuda_event()
+        if at is None:
+            gpu_end = self._cuda_event()
+        else:
+            # Ended at its last call: its GPU time ends at the event recorded there, never at
+            # now (which would add the loop's tail, a sync, a print, the next request's set-up).
+            # Without one the step has no GPU time rather than a wrong one.
+            gpu_end = self._call_event if self._call_event_at == at else None
+            self._call_event, self._call_event_at = None, None
         profiler = self.session.profiler
         profiled = bool(profiler is not None and profiler.active)
         fields: dict[str, Any] = {}
@@ -202,6 +213,19 @@ class StepTracker:
         self._resolve_gpu(block=True)
 
     # -- measurements -----------------------------------------------------------------------------
+
+    def call_ended(self) -> tuple[int, int]:
+        """An outermost call into compiled code ended now: the moment (monotonic ns, process
+        CPU ns) an inferred step may later be found to have ended at (`step_end(at)`). With a
+        GPU step time being measured, a CUDA event is recorded at it too (one event per step,
+        recorded again at each call: a few microseconds)."""
+        at = (time.monotonic_ns(), time.process_time_ns())
+        if self.step_index is not None and self._gpu_start is not None:
+            if self._call_event is None:
+                self._call_event = self.torch.cuda.Event(enable_timing=True)
+            self._call_event.record()
+            self._call_event_at = at
+        return at
 
     def _cuda_event(self) -> Any:
         cuda = self.torch.cuda

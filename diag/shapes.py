@@ -25,6 +25,13 @@ def size_source(source: str) -> tuple[str, int] | None:
     return (match.group("arg"), int(match.group("dim"))) if match else None
 
 
+def as_compiled(frame: Frame) -> Frame:
+    """A magi target (`Block.forward`, its qualname) as Dynamo names the code it compiles
+    (`forward`, the code's co_name): the same code at the same line, so that magi's declared
+    dims and sampled calls meet Dynamo's compiles and symbols of it."""
+    return Frame(frame.name.rsplit(".", 1)[-1], frame.file, frame.line, frame.called_from)
+
+
 def _magi_shape(text: object) -> list[int] | None:
     """A magi guard check's input, `((1, 4608, 1536), 'torch.bfloat16', 'cuda:0')`: its shape."""
     match = _MAGI_INPUT.match(text) if isinstance(text, str) else None
@@ -35,10 +42,11 @@ def _magi_shape(text: object) -> list[int] | None:
 
 def magi_calls(run: RunData) -> list[tuple[int, Frame, dict[str, list[int]], int]]:
     """(pid, target, argument shapes, call number) of each fast-path call magi's guard checks
-    sampled (collectors/magi.py)."""
+    sampled (collectors/magi.py); the target named as Dynamo names its code (`as_compiled`)."""
     found = []
     for event in run.of("magi_guard_check"):
-        frame = Frame.from_event(event.data.get("target"))
+        target = Frame.from_event(event.data.get("target"))
+        frame = as_compiled(target) if target is not None else None
         inputs = event.data.get("inputs")
         call = event.data.get("call")
         if frame is None or not isinstance(inputs, dict):

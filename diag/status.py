@@ -44,6 +44,11 @@ REFERENCE_MISALIGNED = "reference-misaligned"
 RECORDING_TRUNCATED = "recording-truncated"
 STEPS_ROTATED = "steps-rotated"
 PROFILE_SKIPPED = "profile-skipped"
+STEPS_INFERRED = "steps-inferred"
+
+#: The adapters that infer steps and requests (collectors/adapters/inferred.py) rather than
+#: being told them.
+INFERRING_ADAPTERS = frozenset({"compiled-calls (inferred)", "diffusers model calls (inferred)"})
 
 #: How to show diag a program's steps and requests, and its warmup (shared with the summary).
 HOW_STEPS = (
@@ -535,7 +540,28 @@ def _run_notices(trace: Trace, run: RunData, imported: bool) -> list[Notice]:
         )
     elif not imported:
         notices.extend(_warmup_notice(run))
+        notices.extend(_inferred_notice(run))
     return notices
+
+
+def _inferred_notice(run: RunData) -> list[Notice]:
+    """Steps and requests diag inferred: where the evidence for a request boundary can be
+    missing, said once (the program's own loop may differ)."""
+    inferred = sorted(run.adapters & INFERRING_ADAPTERS)
+    if not inferred:
+        return []
+    return [
+        Notice(
+            STEPS_INFERRED,
+            f"steps and requests of run {run.label} were inferred ({', '.join(inferred)}): a "
+            "step is one model call, or one period of the compiled calls a loop repeats; a "
+            "request starts at a new input shape, a timestep that turns back, a scheduler's "
+            "set_timesteps or a long pause, so requests of one shape served back to back with "
+            "no timestep diag can read are counted as one",
+            HOW_STEPS,
+            run.label,
+        )
+    ]
 
 
 def truncated_notice(trace: Trace, run: RunData) -> Notice | None:
@@ -725,4 +751,6 @@ def not_seen_summary(visibility: Visibility) -> str:
         parts.append("older steps were rotated away")
     if PROFILE_SKIPPED in kinds:
         parts.append("some profiler windows were not written")
+    if STEPS_INFERRED in kinds:
+        parts.append("step and request boundaries were inferred")
     return "; ".join(parts) or "see the notices above"

@@ -261,7 +261,12 @@ class CompiledCalls:
             leave, target = token
             leave(target)
         if depth == 0:
-            now = (time.monotonic_ns(), time.process_time_ns())
+            steps = self.inferred.session.steps
+            now = (
+                steps.call_ended()
+                if steps is not None
+                else (time.monotonic_ns(), time.process_time_ns())
+            )
             note_call_end(now, local.__dict__.pop("outer_target", None), self.torch)
             if local.__dict__.get("outermost"):
                 local.outermost = False

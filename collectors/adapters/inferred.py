@@ -197,7 +197,12 @@ class InferredSteps:
 
     def call_done(self) -> None:
         """The call that opened the step returned: the step stays open (`spans_calls`)."""
-        self.last_call = (time.monotonic_ns(), time.process_time_ns())
+        steps = self.session.steps
+        self.last_call = (
+            steps.call_ended()
+            if steps is not None
+            else (time.monotonic_ns(), time.process_time_ns())
+        )
         self.returned = True
 
     @property

@@ -19,6 +19,9 @@ from typing import Any
 
 import pytest
 
+from diag.status import assess
+from diag.trace.run import load_trace
+
 from .support import PYTHON, diag_record, events, of
 
 APP = """
@@ -132,6 +135,12 @@ def test_outermost_compiled_calls_are_steps_and_new_shapes_requests(
     # diag added no compile, no cache entry and no guard (blocks: the eager Denoiser got hooks).
     assert recorded == plain
     assert sum(c["entries"] for c in plain["codes"]) == 2
+    # The analysis says the boundaries were inferred, and what that cannot tell apart.
+    (notice,) = [
+        n for n in assess(load_trace(tmp_path / "trace")).notices if n.kind == "steps-inferred"
+    ]
+    assert "compiled-calls (inferred)" in notice.message
+    assert "back to back" in notice.message and "--request-fn" in notice.how
 
 
 def test_a_program_with_diag_api_keeps_its_own_steps(tmp_path: Path) -> None:
@@ -142,6 +151,7 @@ def test_a_program_with_diag_api_keeps_its_own_steps(tmp_path: Path) -> None:
     assert [(e["request_id"], e["step"]) for e in of("step_end", evs)] == [("mine", 0)]
     assert not of("collector_error", evs)
     assert recorded == plain
+    assert "steps-inferred" not in [n.kind for n in assess(load_trace(tmp_path / "trace")).notices]
 
 
 LOOP = """
