@@ -230,7 +230,9 @@ class _Oracle:
 
     def record_call(self, code: Any, matched: str | None, entries: int, since: int) -> None:
         """One call: it ran the entry `matched`, or an entry compiled during the call (a compile
-        started since index `since` whose entry now exists), or else eagerly."""
+        started since index `since` whose entry now exists), or else eagerly. A row also counts
+        the calls that ran compiled after the step's first eager one: blocks sharing a code
+        object share its recompile limit, so one block can compile in the step another hits it."""
         compiled = 0
         if matched is None and len(self.started) > since:
             from torch._C._dynamo.eval_frame import _debug_get_cache_entry_list
@@ -239,16 +241,27 @@ class _Oracle:
             compiled = int(bool(now & set(self.started[since:])))
         key = (_code_key(code), self.phase, self.request, self.step)
         row = self.calls.setdefault(
-            key, {"calls": 0, "matched": {}, "compiled_new": 0, "eager": 0, "entries": 0}
+            key,
+            {
+                "calls": 0,
+                "matched": {},
+                "compiled_new": 0,
+                "eager": 0,
+                "compiled_after_eager": 0,
+                "entries": 0,
+            },
         )
         row["calls"] += 1
         row["entries"] = entries
+        if matched is None and not compiled:
+            row["eager"] += 1
+            return
         if matched is not None:
             row["matched"][matched] = row["matched"].get(matched, 0) + 1
-        elif compiled:
-            row["compiled_new"] += 1
         else:
-            row["eager"] += 1
+            row["compiled_new"] += 1
+        if row["eager"]:
+            row["compiled_after_eager"] += 1
 
     def flush_calls(self) -> None:
         for (code, phase, request, step), row in self.calls.items():

@@ -12,7 +12,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench"))
 
-from fidelity_kit import compare, report  # noqa: E402
+from fidelity_kit import checks, compare, report  # noqa: E402
 from fidelity_kit.evaluate import Evaluation  # noqa: E402
 from fidelity_kit.families import DIFFUSERS, FAMILIES  # noqa: E402
 from fidelity_kit.generator import sample  # noqa: E402
@@ -102,6 +102,23 @@ def test_a_verdict_needs_a_checked_field_to_confirm() -> None:
     verdict.check("step", False, "torch did it at step 2")
     assert verdict.settle().status == compare.CONTRADICTED
     assert verdict.why == ["step: torch did it at step 2"]
+
+
+def test_calls_compiled_after_a_limit_hit_count_from_the_hit() -> None:
+    """The oracle's rows are per step. In an older record the step of the hit does not say
+    which of its calls ran after the hit: a call that compiled a new entry ran before it, one
+    an earlier entry served may have run on either side (the real case, with the order kept:
+    tests/integration/test_limit_shared_code.py)."""
+    after = {"calls": 2, "eager": 0, "compiled_new": 0, "matched": {"0/0": 2}}
+    hit = {"calls": 2, "eager": 1, "compiled_new": 1, "matched": {}}
+    assert checks._compiled_after_first_eager([hit, after]) == (2, 2)
+    served = {"calls": 3, "eager": 1, "compiled_new": 0, "matched": {"0/0": 2}}
+    assert checks._compiled_after_first_eager([served, after]) == (2, 4)
+    assert checks._compiled_after_first_eager([dict(served, compiled_after_eager=1), after]) == (
+        3,
+        3,
+    )
+    assert checks._compiled_after_first_eager([after]) == (0, 0)
 
 
 def test_the_report_says_when_no_claim_of_a_kind_was_made() -> None:
