@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from diag.findings import Finding
-from diag.spikes import EXPLAINED_SHARE, reserve_growth
-from diag.trace.run import Compile, Event, RunData, Step, Trace
+from diag.spikes import DESCRIPTIONS, EXPLAINED_SHARE, first_use_cause, reserve_growth
+from diag.trace.run import Compile, Event, Frame, Request, RunData, Step, Trace
 
 from .common import format_seconds, id_suffix
 
@@ -568,9 +568,15 @@ def _boundary_finding(
 
 
 def _step0(run: RunData, compiles: list[_Compile]) -> list[Finding]:
+    """Step 0 of a live request at a shape new to its process, when magi has something of its
+    own to say about it (its compiles, fast-path compiles, a graph captured per shape, a
+    compile_sizes entry). What else made the step slow is read where step0-spike reads it
+    (diag.spikes), so both findings name the same cause; with nothing magi-specific,
+    step0-spike speaks alone."""
     findings = []
     shapes_seen: set[tuple[int, tuple[int, ...]]] = set()
     config = _config(compiles[0].state) if compiles else {}
+    by_pid = sorted(run.steps, key=lambda s: s.start_t)
     for request in sorted(run.requests, key=lambda r: r.start_t):
         shape = tuple(request.shape or ())
         key = (request.pid, shape)
@@ -584,15 +590,25 @@ def _step0(run: RunData, compiles: list[_Compile]) -> list[Finding]:
         if steady <= 0 or float(step0.wall_s or 0.0) < _SPIKE_RATIO * steady:
             continue
         extra = float(step0.wall_s or 0.0) - steady
-        causes, lines = _step0_causes(run, step0, steps[1], config, shape, extra)
+        causes, lines = _step0_causes(run, step0, steps[1], config, extra)
         if not lines:
             continue  # nothing magi-specific: step0-spike speaks for generic causes
+        context = _step0_context(run, request, step0, growth=bool(causes))
+        if not causes:
+            previous = _previous(by_pid, step0)
+            found, notes = first_use_cause(run, request, step0, previous, extra)
+            if found is not None and found.decided:
+                causes.append(DESCRIPTIONS[found.kind])
+            context.extend(notes)
+            if found is not None:
+                context.extend(found.evidence)
         finding_shape = "x".join(str(n) for n in shape)
         evidence = [
             f"step 0 of {request.phase} request {request.request_id} at the new shape "
             f"{finding_shape}: {format_seconds(float(step0.wall_s or 0.0))} against a steady "
             f"{format_seconds(steady)} (median of steps 1..{len(steps) - 1})",
             *lines,
+            *context,
         ]
         compiled_live = any("fast path" in c or "magi compile" in c for c in causes)
         findings.append(
@@ -627,12 +643,17 @@ def _step0(run: RunData, compiles: list[_Compile]) -> list[Finding]:
     return findings
 
 
+def _previous(steps: list[Step], step0: Step) -> Step | None:
+    """The step of the same process that started last before step0."""
+    before = [s for s in steps if s.pid == step0.pid and s.start_t < step0.start_t]
+    return before[-1] if before else None
+
+
 def _step0_causes(
     run: RunData,
     step0: Step,
     step1: Step,
     config: dict[str, object],
-    shape: tuple[int, ...],
     extra: float,
 ) -> tuple[list[str], list[str]]:
     """The magi-specific evidence of a slow step 0, and the causes it names: only those whose
@@ -665,20 +686,6 @@ def _step0_causes(
             f"{len(runtime)} fast-path call(s) compiled subgraphs ({format_seconds(seconds)} in "
             "those calls): a compile_sizes entry or a shape magi compiles at first use"
         )
-    autotunes = [
-        e for e in run.of("autotune") if e.pid == step0.pid and step0.start_t <= e.t <= end
-    ]
-    if autotunes:
-        seconds = sum(float(e.data.get("duration_s") or 0.0) for e in autotunes)
-        if seconds >= EXPLAINED_SHARE * extra:
-            causes.append(f"autotuning {format_seconds(seconds)}")
-        lines.append(
-            f"Inductor autotuned {len(autotunes)} kernel(s) at first launch "
-            f"({format_seconds(seconds)})"
-        )
-    growth = reserve_growth(step0)  # inside the step: the previous step's end says nothing
-    if growth is not None and growth > 0:
-        lines.append(f"the allocator's reserve grew {growth / 2**20:.0f} MiB inside step 0")
     mode = config.get("cudagraph_mode")
     if mode not in (None, "NONE"):
         lines.append(
@@ -689,6 +696,48 @@ def _step0_causes(
     if isinstance(sizes, list) and sizes:
         lines.append(f"compile_sizes {sizes}: a listed size compiles at its first use")
     return causes, lines
+
+
+def _step0_context(run: RunData, request: Request, step0: Step, growth: bool) -> list[str]:
+    """What else step 0 held that is not magi's own: torch.compile compiles (a helper between
+    magi's blocks), Inductor's autotuning at a kernel's first launch, and (`growth`) the
+    allocator's growth, which diag.spikes words itself when it reads the cause."""
+    end = step0.end_t or step0.start_t
+    lines: list[str] = []
+    magi_code = {
+        (frame.file, frame.line)
+        for kind in ("magi_compile", "magi_state", "magi_compile_end")
+        for event in run.of(kind)
+        if (frame := Frame.from_event(event.data.get("target"))) is not None
+    }
+    compiled = [  # Dynamo's compiles of magi's own targets are magi's compiles, above
+        c
+        for c in run.compiles
+        if c.pid == step0.pid
+        and c.request_id == request.request_id
+        and c.step == step0.index
+        and (c.frame is None or (c.frame.file, c.frame.line) not in magi_code)
+    ]
+    if compiled:
+        seconds = sum(c.duration_s or 0.0 for c in compiled)
+        names = sorted({c.frame.name for c in compiled if c.frame is not None})
+        lines.append(
+            f"torch.compile compiled {len(compiled)} time(s) in step 0 ({', '.join(names)}, "
+            f"{format_seconds(seconds)}): live-compile has them"
+        )
+    autotunes = [
+        e for e in run.of("autotune") if e.pid == step0.pid and step0.start_t <= e.t <= end
+    ]
+    if autotunes:
+        seconds = sum(float(e.data.get("duration_s") or 0.0) for e in autotunes)
+        lines.append(
+            f"Inductor autotuned {len(autotunes)} kernel(s) at first launch "
+            f"({format_seconds(seconds)})"
+        )
+    grown = reserve_growth(step0) if growth else None  # inside the step, not since the last
+    if grown is not None and grown > 0:
+        lines.append(f"the allocator's reserve grew {grown / 2**20:.0f} MiB inside step 0")
+    return lines
 
 
 # -- 5. summary ---------------------------------------------------------------------------------

@@ -51,7 +51,6 @@ from dataclasses import dataclass
 
 from diag.causes import cause_short, recompile_cause
 from diag.claims import claim
-from diag.errors import DiagError
 from diag.findings import Finding
 from diag.frames import label as frame_label
 from diag.request_names import request_name
@@ -60,12 +59,9 @@ from diag.spikes import (
     FACTOR,
     FIXES,
     FLOOR_S,
-    ProfileComparison,
     SpikeCause,
-    compare_profile,
-    event_cause,
+    first_use_cause,
     is_spike,
-    profile_cause,
 )
 from diag.stats import NOISE_SIGMAS, Sample, sample
 from diag.trace.run import Compile, Event, Request, RunData, Step, Trace
@@ -363,19 +359,8 @@ def _check(
     if not causes:
         # Read the cause off step 0's own profile (op by op against steady profiled steps),
         # else off the events (allocator growth inside the step, an offloaded model's reload).
-        if step0.profiled:
-            comparison = _comparison(run, request, step0)
-            if comparison is not None:
-                found = profile_cause(comparison, timing.excess)
-            else:
-                evidence.append(
-                    "its profile could not be compared: no steady profiled step of this process "
-                    "(or its window could not be read)"
-                )
-        if found is None or found.kind == "unknown":
-            from_events = event_cause(run, request, step0, previous)
-            if from_events is not None and (found is None or from_events.decided):
-                found = from_events
+        found, notes = first_use_cause(run, request, step0, previous, timing.excess)
+        evidence.extend(notes)
         if found is not None:
             evidence.extend(found.evidence)
             if found.kind != "unknown":
@@ -460,15 +445,6 @@ def _check(
             )
         ],
     )
-
-
-def _comparison(run: RunData, request: Request, step0: Step) -> ProfileComparison | None:
-    """Step 0's profile compared with steady ones; None when the windows cannot be read (a
-    missing or damaged Kineto file: the reader's warnings say which)."""
-    try:
-        return compare_profile(run, request, step0)
-    except (OSError, ValueError, DiagError):
-        return None
 
 
 def _tuning(timings: list[Event]) -> dict[str, float]:

@@ -109,7 +109,10 @@ class ProfilerWindows:
         activities = [torch.profiler.ProfilerActivity.CPU]
         if torch.cuda.is_initialized():
             activities.append(torch.profiler.ProfilerActivity.CUDA)
-        self._prof = torch.profiler.profile(activities=activities)
+        # acc_events=True: torch before 2.13 warns "Profiler clears events at the end of each
+        # cycle" on the program's stderr at a profile's start even with no cycles (pytorch
+        # #180387); one window is one cycle of its own profile, so accumulating changes nothing.
+        self._prof = torch.profiler.profile(activities=activities, acc_events=True)
         # Kineto prints "USDT: ... profiler_start/stop" lines at its default log level; the
         # program never asked for a profiler, so keep them quiet. Kineto reads the level when it
         # first starts; the variable is put back at once, so the program never sees it.

@@ -22,6 +22,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from diag.errors import DiagError
 from diag.stats import Sample, stands_out
 from diag.trace.run import Event, Request, RunData, Step
 
@@ -270,6 +271,41 @@ def event_cause(
         "of large blocks is fast; a spike of tens of ms needs more): the cause is unknown"
     )
     return SpikeCause("unknown", False, None, evidence)
+
+
+def first_use_cause(
+    run: RunData, request: Request, step0: Step, previous: Step | None, excess_s: float
+) -> tuple[SpikeCause | None, list[str]]:
+    """A slow step 0's first-use cost with no compile to explain it: read off step 0's
+    profile (op by op against steady profiled steps) when it was profiled, else off the
+    events (allocator growth inside the step, an offloaded model's reload). Returns the cause
+    (None: no evidence at all) and what kept the profile from deciding. step0-spike and the
+    magi analyzer both read a spike's cause here."""
+    found: SpikeCause | None = None
+    notes: list[str] = []
+    if step0.profiled:
+        comparison = _readable_comparison(run, request, step0)
+        if comparison is not None:
+            found = profile_cause(comparison, excess_s)
+        else:
+            notes.append(
+                "its profile could not be compared: no steady profiled step of this process "
+                "(or its window could not be read)"
+            )
+    if found is None or found.kind == "unknown":
+        from_events = event_cause(run, request, step0, previous)
+        if from_events is not None and (found is None or from_events.decided):
+            found = from_events
+    return found, notes
+
+
+def _readable_comparison(run: RunData, request: Request, step0: Step) -> ProfileComparison | None:
+    """Step 0's profile compared with steady ones; None when the windows cannot be read (a
+    missing or damaged Kineto file: the reader's warnings say which)."""
+    try:
+        return compare_profile(run, request, step0)
+    except (OSError, ValueError, DiagError):
+        return None
 
 
 def reserve_growth(step: Step) -> int | None:
