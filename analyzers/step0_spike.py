@@ -1,9 +1,10 @@
 """step0-spike: a live request whose first step is far slower than its own steady steps.
 
 Why: users see the latency of the whole request, and step 0 is where one-off costs land: a
-recompile (the new shape or value reaches the compiled frame there first), the profiler
-starting, the caching allocator growing its pool. Averages hide it; comparing step 0 with the
-same request's other steps does not, and the attribution says which of those costs it was.
+recompile (the new shape or value reaches the compiled frame there first), cuDNN or cuBLAS
+building plans for a new shape, the caching allocator growing its pool, an offloaded model's
+weights coming back. Averages hide it; comparing step 0 with the same request's other steps
+does not, and the attribution says which of those costs it was.
 
 Threshold: step 0 is a spike when it takes at least twice the median of the request's other
 steps AND at least 50 ms more than that median. On the H200 (docs/FIXTURES.md) a live
@@ -33,12 +34,14 @@ only slows them, so the baseline can only be too high and a spike found against 
 live request with fewer than MIN_BASELINE other steps cannot be judged: one INFO per process
 says which.
 
-Attribution, first match wins (the others still appear as evidence): compiles inside step 0,
-when their summed seconds are at least half the excess; the profiler, if step 0 was profiled;
-allocator growth, if the reserved bytes grew against the previous step; else unknown (with the
-compiles listed if there were any too short to explain it, e.g. a recompile-limit hit, which
-compiles nothing). Severity is
-warning throughout: a live compile is already an error of live-compile, which this finding
+Attribution: compiles inside step 0, when their summed seconds are at least half the excess;
+CUDA graphs recorded for the new size; otherwise the first-use cost diag.spikes reads
+(`first_use_cause`: step 0's profile op by op against steady profiled steps, cuDNN or cuBLAS
+plans, autotuning, allocator, offload reloads, NCCL; without a profile, allocator growth inside
+the step and an offloaded model's reload); else unknown, with what the evidence shows (and the
+compiles, if any were too short to explain it, e.g. a recompile-limit hit, which compiles
+nothing). Being profiled is no cause: the profiler starts before the step's clock does.
+Severity is warning throughout: a live compile is already an error of live-compile, which this finding
 names instead of repeating it. Warmup requests are not checked: their step-0 compiles are the
 expected cost that live-compile's INFO reports.
 """
