@@ -117,6 +117,8 @@ def _groups(run: RunData) -> list[_Group]:
         cause = recompile_cause(run, item)
         if cause is None or cause.guard is None or cause.guard.kind not in CHURN_KINDS:
             continue
+        if cause.new_module:  # a module the cache had no entry for: no Python state churned
+            continue
         source = cause.guard.source or _guard_text(cause.guard)
         key = (item.pid, item.frame, source)
         group = groups.get(key)

@@ -416,6 +416,12 @@ def _fix(
             f"Call {frame} in warmup with the inputs live traffic sends, so its first compile "
             "happens before traffic."
         )
+    if cause is not None and cause.new_module:
+        return (
+            f"{frame} ran on a module none of its cache entries was compiled for: call every "
+            f"module that runs {frame}'s code (each block, each structure) in warmup with the "
+            "inputs live traffic sends, so each has its entry before traffic."
+        )
     if newest.kind in _SIZE_KINDS:
         dims = " and ".join(uncovered) if uncovered else "the dimension that changed"
         where = f" ({_fmt(shape)})" if shape else ""

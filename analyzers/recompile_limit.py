@@ -15,7 +15,7 @@ from __future__ import annotations
 import statistics
 
 from diag.advice import HOW_TO_MARK
-from diag.causes import RecompileCause, cause_line, recompile_cause
+from diag.causes import RecompileCause, cause_line, cause_short, guard_condition, recompile_cause
 from diag.claims import claim
 from diag.fallback import EagerExtent, eager_extent, spots_text
 from diag.findings import Finding
@@ -102,7 +102,7 @@ def _finding(
     if cause is not None:
         evidence.append(f"at the hit, {cause_line(cause)}")
         if len(guards) > 1:
-            sources = sorted({g.source or g.kind for g in guards})
+            sources = sorted({g.source or guard_condition(g) for g in guards})
             evidence.append(
                 f"every one of its {len(guards)} cache entries rejected the call; their failing "
                 f"guards read {', '.join(sources)}"
@@ -151,12 +151,19 @@ def _finding(
     evidence.extend(_tag_lines(run, event.pid))
 
     churn = _churn_sources(cause)
+    because = (
+        cause_short(cause)
+        if cause is not None and cause.new_module
+        else f"failing guards on {churn}"
+        if churn
+        else ""
+    )
     return Finding(
         id=f"{ANALYZER}:{name}" + (f":{index + 1}" if index else "") + _id_suffix(run, event.pid),
         analyzer=ANALYZER,
         severity="error",
         title=f"{name} hit the recompile limit at {where}: {_title_extent(extent)}"
-        + (f" (failing guards on {churn})" if churn else ""),
+        + (f" ({because})" if because else ""),
         evidence=evidence,
         fix=repeated_dimension_fix(repeated[0]) if repeated else _fix(run, event.pid, frame, cause),
         location=frame.location if frame is not None else None,
@@ -309,6 +316,13 @@ def _fix(run: RunData, pid: int, frame: Frame | None, cause: RecompileCause | No
         "compiles, and the cache keeps growing."
     )
     guard = cause.guard if cause is not None else None
+    if cause is not None and cause.new_module:
+        return (
+            "Every cache entry was compiled for another module: the modules that run this code "
+            "share one code object and its recompile limit, and each needs an entry of its own. "
+            "Raise torch._dynamo.config.recompile_limit to the number of entries they need "
+            "together (one per module structure and per value of what else they guard)."
+        )
     scalars = _scalar_arguments(cause)
     if scalars and cause is not None:
         options = compile_options(run, pid, frame)

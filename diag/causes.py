@@ -10,7 +10,12 @@ an attribute. That other failure is the cause: fixing it lets that entry serve t
 Which entry could have served the call is read off the entries' guard trees (the `tensors` of
 `guard_sources` events): an entry expecting other sizes, strides or dtypes than the new entry,
 which was compiled for this very call, could not serve it whatever else it checked. An entry
-whose own failure is a tensor property could not either. When one entry is left, its failure
+whose own failure is a tensor property could not either. Nor could an entry whose failure
+names another module: blocks compiled one by one share one code object, so at each block's call
+the entries compiled for the other blocks fail on the module itself (a submodule it has that
+this one lacks, a submodule or `self` of another type). Those entries are context;
+the cause comes from the entries compiled for the call's own module, and when there are none,
+the call brought a module no entry was compiled for. When one entry is left, its failure
 is the cause; when every entry failed on the same source, that source is; otherwise the
 evidence does not decide, and the cause says so with every entry's failure.
 
@@ -49,6 +54,11 @@ NEW_TENSOR = "new-tensor"  # every entry failed on a tensor property: the call's
 #: only in Python values: what the call brought that is new is a value, not a tensor.
 NEW_VALUE = "new-value"
 UNDECIDED = "undecided"
+#: Every entry was compiled for another module (or another `self`): the call's module is new to
+#: the frame's cache.
+NEW_MODULE = "new-module"
+#: The one entry compiled for the call's module; the others were compiled for other modules.
+MODULE_ENTRY = "only-entry-for-module"
 
 
 @dataclass(frozen=True)
@@ -64,6 +74,9 @@ class EntryFailure:
     mismatch: str | None = None
     #: Its guard tree holds the call's tensors (none differs): only Python values kept it out.
     tensors_fit: bool = False
+    #: Its failure names another module or `self` (diag.causes.other_module): it was compiled
+    #: for another object than the call's and is context, never the cause.
+    other_module: bool = False
 
 
 @dataclass(frozen=True)
@@ -93,6 +106,11 @@ class RecompileCause:
     @property
     def kind(self) -> str | None:
         return self.guard.kind if self.guard is not None else None
+
+    @property
+    def new_module(self) -> bool:
+        """Every entry was compiled for another module: the call's module is new to the cache."""
+        return self.why == NEW_MODULE
 
     @property
     def is_tensor(self) -> bool:
@@ -174,6 +192,24 @@ def _decide(item: Compile, tables: dict[tuple[int, int, str], EntryTable]) -> Re
         for entry, guard in by_entry.items()
     ]
     failures = _unproven_when_tables_cannot_tell(failures, item, tables)
+    own = [f for f in failures if not f.other_module]
+    if not own:
+        # Every entry was compiled for another module: what the call brought is its module.
+        first = failures[0]
+        return RecompileCause(first.guard, first.entry, True, NEW_MODULE, failures)
+    cause = _choose(own, item, tables)
+    if len(own) == len(failures):
+        return cause
+    why = MODULE_ENTRY if cause.why == ONLY_ENTRY else cause.why
+    return replace(cause, why=why, failures=failures)
+
+
+def _choose(
+    failures: list[EntryFailure],
+    item: Compile,
+    tables: dict[tuple[int, int, str], EntryTable],
+) -> RecompileCause:
+    """The cause among the entries compiled for the call's own module."""
     if len(failures) == 1:
         only = failures[0]
         return RecompileCause(only.guard, only.entry, True, ONLY_ENTRY, failures)
@@ -315,6 +351,9 @@ def _entry_failure(
     call: EntryTable | None,
     facts: Facts | None = None,
 ) -> EntryFailure:
+    module = other_module(guard)
+    if module is not None:
+        return EntryFailure(entry, guard, False, module, other_module=True)
     if guard.kind in TENSOR_KINDS:
         return EntryFailure(entry, guard, False, guard_text_short(guard))
     if table is None:
@@ -340,6 +379,44 @@ def _entry_failure(
         # the call's value there is not known, so neither is whether this entry fits it.
         return EntryFailure(entry, guard, None)
     return EntryFailure(entry, guard, True)
+
+
+# `KeyError on self._modules['attn']._modules['to_add_out']` (torch 2.11 and 2.13 alike): the
+# entry reads a submodule, parameter or buffer that the call's module does not have.
+_MISSING = re.compile(
+    r"^KeyError on (?P<owner>.+)\._(?P<dict>modules|parameters|buffers)\[(?P<key>.+)\]$"
+)
+# `___check_type_id(self._modules['norm1_context'], 94...), type=<class '...AdaLayerNormZero'>`:
+# the type of `self` or of one of its submodules (torch 2.11 and 2.13).
+_TYPE_OF = re.compile(r"^___check_type_id\((?P<src>.+?), -?\d+\)(?:, type=(?P<type><.+>))?")
+_SUBMODULE = re.compile(r"\._modules\[(?P<q>['\"])[^'\"]*(?P=q)\]$")
+_WHAT = {"modules": "submodule", "parameters": "parameter", "buffers": "buffer"}
+
+
+def other_module(guard: Guard) -> str | None:
+    """How the entry that failed on `guard` was compiled for another module than the call's
+    (None: the guard does not say). A missing submodule, parameter or buffer, or `self` or a
+    submodule of another type, identifies the module itself: that entry could never serve a
+    call on this one, whatever else it checks."""
+    from diag.guards import condition_text, tree_key
+
+    text = condition_text(guard.raw)
+    missing = _MISSING.match(text)
+    if missing is not None:
+        return (
+            f"compiled for a module whose {missing.group('owner')} has the "
+            f"{_WHAT[missing.group('dict')]} {missing.group('key')} (the call's has not)"
+        )
+    type_of = _TYPE_OF.match(text)
+    if type_of is None:
+        return None
+    source = tree_key(type_of.group("src"))
+    if source != "self" and _SUBMODULE.search(source) is None:
+        return None
+    expected = type_of.group("type") or "its type id differs"
+    if source == "self":
+        return f"compiled for a `self` of another type ({expected})"
+    return f"compiled for a module whose {source} is of another type ({expected})"
 
 
 def fact_mismatch(entry: TensorTable, facts: Facts) -> str | None:
@@ -444,6 +521,11 @@ def cause_short(cause: RecompileCause | None) -> str:
     """The cause for a title: the failing guard's condition, or `cause undecided: A or B`."""
     if cause is None:
         return ""
+    if cause.why == NEW_MODULE and cause.guard is not None:
+        return (
+            f"a new {_module_word(cause.guard)}, no cache entry was compiled for it: "
+            f"{guard_condition(cause.guard)}"
+        )
     if cause.guard is not None:
         return ("" if cause.decided else "likeliest ") + guard_condition(cause.guard)
     shown = [guard_condition(g) for g in cause.candidates[:_SHOWN_OTHERS]]
@@ -462,9 +544,24 @@ def cause_line(cause: RecompileCause) -> str:
             f"tell which one was compiled for this call ({failures})"
         )
     guard = cause.guard
-    line = f"failing guard: {guard.describe(guard_condition(guard))}"
+    condition = guard_condition(guard)
+    line = (
+        f"failing guard: {condition}"
+        if guard.kind == "unknown" and guard.source is None
+        else f"failing guard: {guard.describe(condition)}"
+    )
+    foreign = [f for f in cause.failures if f.other_module]
+    if cause.why == NEW_MODULE:
+        listed = "; ".join(f"{f.entry or '?'} {f.mismatch}" for f in foreign[:_SHOWN_OTHERS])
+        more = f" and {len(foreign) - _SHOWN_OTHERS} more" if len(foreign) > _SHOWN_OTHERS else ""
+        return (
+            f"{line} (no cache entry was compiled for this call's {_module_word(guard)}: "
+            f"{listed}{more})"
+        )
     if cause.why == ONLY_ENTRY:
         line += " (the frame's only cache entry)"
+    elif cause.why == MODULE_ENTRY:
+        line += f" (entry {cause.entry}, the only one compiled for this call's module)"
     elif cause.why == TENSOR_COMPATIBLE:
         line += f" (entry {cause.entry}, the one compiled for this call's tensors)"
     elif (
@@ -502,21 +599,36 @@ def cause_line(cause: RecompileCause) -> str:
             "entry left dynamic)"
         )
     others = [f for f in cause.others if f.mismatch or f.guard.kind in TENSOR_KINDS]
-    if others and cause.why in (TENSOR_COMPATIBLE, UNDECIDED):
+    if others and cause.why in (TENSOR_COMPATIBLE, UNDECIDED, MODULE_ENTRY):
         listed = "; ".join(
             f"{f.entry or '?'} {f.mismatch or guard_condition(f.guard)}"
             for f in others[:_SHOWN_OTHERS]
         )
         more = f" and {len(others) - _SHOWN_OTHERS} more" if len(others) > _SHOWN_OTHERS else ""
         why_not = (
-            "were compiled for other tensors"
-            if all(not f.tensors_fit for f in others)
+            "were compiled for other modules"
+            if all(f.other_module for f in others)
+            else "were compiled for other tensors"
+            if all(not f.tensors_fit and not f.other_module for f in others)
             else "could not serve it"
         )
-        line += f"; the other entries {why_not}: {listed}{more}"
-    elif len(cause.failures) > 1 and cause.why == NEW_TENSOR:
-        line += f"; {len(cause.failures) - 1} other entries rejected it on tensor properties too"
+        return f"{line}; the other entries {why_not}: {listed}{more}"
+    own = len(cause.failures) - len(foreign)
+    if own > 1 and cause.why == NEW_TENSOR:
+        line += f"; {own - 1} other entries rejected it on tensor properties too"
+    if foreign:
+        line += (
+            f"; {len(foreign)} other entr{'y was' if len(foreign) == 1 else 'ies were'} compiled "
+            f"for other modules ({foreign[0].entry or '?'} {foreign[0].mismatch})"
+        )
     return line
+
+
+def _module_word(guard: Guard) -> str:
+    """What the call brought that no entry was compiled for: a module (a submodule, parameter or
+    buffer names it), else `self`, which need not be a module."""
+    condition = guard_condition(guard)
+    return "module" if re.search(r"\._(?:modules|parameters|buffers)\[", condition) else "`self`"
 
 
 def recompile_claim(run: RunData, item: Compile, frame: str) -> dict[str, Any]:
