@@ -41,9 +41,9 @@ plans, autotuning, allocator, offload reloads, NCCL; without a profile, allocato
 the step and an offloaded model's reload); else unknown, with what the evidence shows (and the
 compiles, if any were too short to explain it, e.g. a recompile-limit hit, which compiles
 nothing). Being profiled is no cause: the profiler starts before the step's clock does.
-Severity is warning throughout: a live compile is already an error of live-compile, which this finding
-names instead of repeating it. Warmup requests are not checked: their step-0 compiles are the
-expected cost that live-compile's INFO reports.
+Severity is warning throughout: a live compile is already an error of live-compile, which this
+finding names instead of repeating it. Warmup requests are not checked: their step-0 compiles are
+the expected cost that live-compile's INFO reports.
 """
 
 from __future__ import annotations

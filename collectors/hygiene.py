@@ -15,6 +15,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .session import Session
 
+#: gc.collect() calls in progress: the collections they run are the program's own call, which
+#: gc_pauses.py leaves to the `gc_collect` event.
+explicit_collects = 0
+
 
 def _wrap(session: Session, owner: Any, attr: str, event: str) -> None:
     original = getattr(owner, attr)
@@ -34,9 +38,13 @@ def _wrap(session: Session, owner: Any, attr: str, event: str) -> None:
             "line": frame.f_lineno,
             "name": frame.f_code.co_name,
         }
+        global explicit_collects
+        explicit = event == "gc_collect"
+        explicit_collects += explicit
         try:
             return original(*args, **kwargs)
         finally:
+            explicit_collects -= explicit
             steps = session.steps
             where = steps.position() if steps is not None else {}
             session.emit(

@@ -82,6 +82,7 @@ class Session:
         self.cache: Any = None
         self.profiler: Any = None
         self.shapes: Any = None
+        self.gc_pauses: Any = None
         self.adapter: str | None = None
         self.adapter_rank = -1
         self._adapter_stand_down: Any = None
@@ -202,6 +203,9 @@ class Session:
         self.guarded("torch_trace", torch_trace_guard.install, self)
         self.steps = steps.StepTracker(self)
         self.guarded("hygiene", hygiene.install, self)
+        from .gc_pauses import GcPauses
+
+        self.gc_pauses = self.guarded("gc_pauses", GcPauses.install, self)
         from . import crash
 
         self.guarded("crash", crash.install, self)
@@ -230,6 +234,8 @@ class Session:
 
             self.guarded("inferred.end", close_all)
             self.guarded("steps.end", self.steps.close)
+        if self.gc_pauses is not None:
+            self.guarded("gc_pauses.end", self.gc_pauses.flush)
         if self.profiler is not None:
             self.guarded("profiling.end", self.profiler.close)
         if self.shapes is not None:

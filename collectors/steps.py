@@ -195,6 +195,9 @@ class StepTracker:
         if self._gpu_start is not None and gpu_end is not None:
             self._pending_gpu.append((self.request_id, self.step_index, self._gpu_start, gpu_end))
         self._resolve_gpu(block=False)
+        pauses = self.session.gc_pauses
+        if pauses is not None and pauses.pending:  # collected during the step: written now
+            self.session.guarded("gc_pauses", pauses.flush)
         step = self.step_index
         self.step_index = None
         self.steps_done += 1

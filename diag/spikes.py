@@ -8,7 +8,9 @@ driver, weights copied back to the GPU by an offload hook, Triton autotuning, NC
 communicator). Without a profile, what the events say is still used: the allocator's reserve
 grown inside the step (measured from the step's own start, not the previous step's end, which
 an `empty_cache()` in between makes meaningless), and a pipeline whose model offload moves its
-weights back at every request's first step. A cause is named only when its evidence accounts
+weights back at every request's first step. Python's garbage collector pausing the
+program (a full collection after warmup scans every object warmup made) is measured by the
+collector's own callbacks and comes first. A cause is named only when its evidence accounts
 for the time; otherwise the cause is "unknown", with what the evidence shows.
 
 step0-spike words the finding; check, the TUI and the report read the same `SpikeCause`.
@@ -72,6 +74,7 @@ DESCRIPTIONS = {
     "offload-reload": "the offloaded model's weights were copied back to the GPU",
     "autotune": "Triton autotuning at the first call",
     "nccl-init": "NCCL set up a communicator",
+    "gc": "Python's garbage collector paused the program",
     "unknown": "cause unknown",
 }
 
@@ -281,8 +284,13 @@ def first_use_cause(
     events (allocator growth inside the step, an offloaded model's reload). Returns the cause
     (None: no evidence at all) and what kept the profile from deciding. step0-spike and the
     magi analyzer both read a spike's cause here."""
-    found: SpikeCause | None = None
+    found: SpikeCause | None = gc_cause(run, step0, excess_s)
     notes: list[str] = []
+    if found is not None and found.decided:
+        return found, notes
+    if found is not None:
+        notes.extend(found.evidence)  # measured, too short to explain it: context
+        found = None
     if step0.profiled:
         comparison = _readable_comparison(run, request, step0)
         if comparison is not None:
@@ -297,6 +305,26 @@ def first_use_cause(
         if from_events is not None and (found is None or from_events.decided):
             found = from_events
     return found, notes
+
+
+def gc_cause(run: RunData, step0: Step, excess_s: float) -> SpikeCause | None:
+    """Python's garbage collector, when it paused the program inside step 0 (gc_pause events,
+    collectors/gc_pauses.py): decided when the pauses account for the share of the excess a
+    cause needs; None when it did not run there."""
+    end = step0.end_t if step0.end_t is not None else step0.start_t
+    pauses = [e for e in run.of("gc_pause") if e.pid == step0.pid and step0.start_t <= e.t <= end]
+    if not pauses:
+        return None
+    seconds = sum(float(e.data.get("duration_s") or 0.0) for e in pauses)
+    full = [e for e in pauses if e.data.get("generation") == 2]
+    line = (
+        f"{DESCRIPTIONS['gc']} {len(pauses)} time(s) in step 0 for {_ms(seconds)}"
+        + (f" ({len(full)} full collection(s), generation 2)" if full else "")
+        + f", of the {_ms(excess_s)} excess"
+    )
+    if seconds >= EXPLAINED_SHARE * excess_s:
+        return SpikeCause("gc", True, seconds, [line])
+    return SpikeCause("gc", False, seconds, [f"{line}: too little to explain it"])
 
 
 def _readable_comparison(run: RunData, request: Request, step0: Step) -> ProfileComparison | None:
@@ -370,6 +398,11 @@ FIXES = {
     "nccl-init": (
         "NCCL sets up communicators lazily at the first collective: run one collective of each "
         "kind (and group) during warmup."
+    ),
+    "gc": (
+        "A full collection scans every object warmup left (compiled graphs, guards, caches): "
+        "after warmup call gc.collect() and then gc.freeze(), which moves those objects out of "
+        "the collector's view, so later collections scan only what the requests make."
     ),
 }
 

@@ -39,7 +39,9 @@ from diag.trace.reserve import PROCESS_RESERVE_BYTES, free_reserve, make_reserve
 _encode = json.JSONEncoder(separators=(",", ":"), default=str).encode
 
 #: Events that come per step (or per call inside steps): the ones --max-size rotates.
-ROTATED_EVENTS = frozenset({"step_start", "step_end", "step_gpu", "empty_cache", "gc_collect"})
+ROTATED_EVENTS = frozenset(
+    {"step_start", "step_end", "step_gpu", "empty_cache", "gc_collect", "gc_pause"}
+)
 #: Step segments kept at once, the one being written included; events.jsonl is about one more.
 SEGMENTS_KEPT = 7
 MIN_SEGMENT_BYTES = 64 << 10

@@ -357,6 +357,13 @@ class GcCollect(Timed, tag="gc_collect"):
     pass
 
 
+class GcPause(Timed, tag="gc_pause"):
+    """A collection Python's garbage collector ran on its own (collectors/gc_pauses.py)."""
+
+    generation: Count | None = None
+    collected: Count | None = None
+
+
 class Cause(Struct, gc=False):
     type: str | None = None
     message: str | None = None
@@ -510,6 +517,7 @@ SCHEMAS: dict[str, type[EventBase]] = {
     "profile_window_end": ProfileWindowEnd,
     "empty_cache": EmptyCache,
     "gc_collect": GcCollect,
+    "gc_pause": GcPause,
     "magi_compile": MagiCompile,
     "magi_state": MagiState,
     "magi_compile_start": MagiCompileStart,

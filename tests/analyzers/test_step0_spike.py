@@ -98,7 +98,10 @@ def test_clean_run_has_no_warning(record_fixture: RecordFixture) -> None:
     """A clean run stays quiet however loaded the host: a slow step 0 with no cause in the
     trace is at most INFO "too noisy to judge" (it failed here at load 4 before)."""
     findings = analyze(record_fixture())
-    assert [f.title for f in findings if f.severity != "info"] == []
+    loud = [f for f in findings if f.severity != "info"]
+    # The evidence in the message: a rare spike under load (2 in ~20 loaded runs, CPU-bound,
+    # no compile, no full collection) is not understood yet; its lines say what it was.
+    assert [f.title for f in loud] == [], [f.evidence for f in loud]
     assert all(f.data.get("too_noisy") for f in findings), [f.title for f in findings]
 
 
