@@ -42,6 +42,14 @@ class GcPauses:
         return pauses
 
     def callback(self, phase: str, info: dict[str, Any]) -> None:
+        """gc.callbacks entry. Python prints what a callback raises on the program's stderr, so
+        nothing may escape it."""
+        try:
+            self._collected(phase, info)
+        except Exception:  # noqa: BLE001
+            self.pending.clear()
+
+    def _collected(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
             self._started = time.monotonic_ns()
             return

@@ -224,10 +224,13 @@ class StepTracker:
         recorded again at each call: a few microseconds)."""
         at = (time.monotonic_ns(), time.process_time_ns())
         if self.step_index is not None and self._gpu_start is not None:
-            if self._call_event is None:
-                self._call_event = self.torch.cuda.Event(enable_timing=True)
-            self._call_event.record()
-            self._call_event_at = at
+            try:  # runs in the program's call path: a CUDA error here is the program's to see
+                if self._call_event is None:
+                    self._call_event = self.torch.cuda.Event(enable_timing=True)
+                self._call_event.record()
+                self._call_event_at = at
+            except Exception:  # noqa: BLE001
+                self._call_event, self._call_event_at = None, None
         return at
 
     def _cuda_event(self) -> Any:
