@@ -217,13 +217,15 @@ class StepTracker:
 
     # -- measurements -----------------------------------------------------------------------------
 
-    def call_ended(self) -> tuple[int, int]:
+    def call_ended(self, may_end_step: bool = True) -> tuple[int, int]:
         """An outermost call into compiled code ended now: the moment (monotonic ns, process
-        CPU ns) an inferred step may later be found to have ended at (`step_end(at)`). With a
-        GPU step time being measured, a CUDA event is recorded at it too (one event per step,
-        recorded again at each call: a few microseconds)."""
+        CPU ns) an inferred step may later be found to have ended at (`step_end(at)`). When the
+        call `may_end_step` and a GPU step time is being measured, a CUDA event is recorded at
+        it too (one event per step, recorded again: about 10 us a call on an H200 host, so the
+        adapters ask only for calls that can end a step). A step that ends at a call without
+        one gets no GPU time rather than a wrong one."""
         at = (time.monotonic_ns(), time.process_time_ns())
-        if self.step_index is not None and self._gpu_start is not None:
+        if may_end_step and self.step_index is not None and self._gpu_start is not None:
             try:  # runs in the program's call path: a CUDA error here is the program's to see
                 if self._call_event is None:
                     self._call_event = self.torch.cuda.Event(enable_timing=True)

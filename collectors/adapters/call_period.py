@@ -40,6 +40,8 @@ Key = tuple[int, int | None, tuple[tuple[str, int], ...]]
 class CallPeriod:
     def __init__(self) -> None:
         self.sequence: list[Key] = []
+        #: Calls of the request so far (the sequence keeps the first MAX_SEQUENCE of them).
+        self.calls = 0
         self.period: int | None = None
         #: Outermost call sites every call of the first period shared (the code around the
         #: denoising loop: the line that served this request); left out of keys once learned,
@@ -49,6 +51,7 @@ class CallPeriod:
     def reset(self) -> None:
         """A new request: its calls are counted from its first."""
         self.sequence = []
+        self.calls = 0
 
     def boundary(self, key: Key) -> str:
         """Record one call: STEP when it starts a step (the request's first call, or a call at
@@ -56,8 +59,9 @@ class CallPeriod:
         period expected the first key finds another), else ""."""
         key = self._normal(key)
         sequence = self.sequence
-        index = len(sequence)
-        if index >= MAX_SEQUENCE:
+        index = self.calls
+        self.calls += 1
+        if index >= MAX_SEQUENCE:  # the learned period is kept as it is
             return STEP if self.period is not None and index % self.period == 0 else ""
         if index == 0:
             sequence.append(key)
@@ -65,6 +69,7 @@ class CallPeriod:
         period = self.period
         if period is not None and index % period == 0 and key != sequence[0]:
             self.sequence = [key]  # the loop's first call is not what the period expects
+            self.calls = 1
             return REQUEST
         sequence.append(key)
         if period is not None and index >= period and sequence[index - period] != key:
@@ -75,6 +80,13 @@ class CallPeriod:
                 self._learn_outer(period)
         self.period = period
         return STEP if period is not None and index % period == 0 else ""
+
+    def may_end_step(self) -> bool:
+        """Whether the call recorded last may be a step's last: it completes a period, or no
+        period is known yet. Only such a call's end is marked on the GPU
+        (StepTracker.call_ended)."""
+        period = self.period
+        return period is None or self.calls % period == 0
 
     def _normal(self, key: Key) -> Key:
         if not self.outer:

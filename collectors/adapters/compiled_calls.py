@@ -41,6 +41,7 @@ from .inferred import (
     first_tensor_shape,
     note_call_end,
     outside_dynamo,
+    step_open_after_call,
     timestep_of,
 )
 from .inferred import skip_code as _skip_code
@@ -262,13 +263,15 @@ class CompiledCalls:
             leave(target)
         if depth == 0:
             steps = self.inferred.session.steps
+            outermost = bool(local.__dict__.get("outermost"))
+            may_end = step_open_after_call() or (outermost and self._period.may_end_step())
             now = (
-                steps.call_ended()
+                steps.call_ended(may_end)
                 if steps is not None
                 else (time.monotonic_ns(), time.process_time_ns())
             )
             note_call_end(now, local.__dict__.pop("outer_target", None), self.torch)
-            if local.__dict__.get("outermost"):
+            if outermost:
                 local.outermost = False
                 self.inferred.last_call = now
 

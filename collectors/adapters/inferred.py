@@ -73,6 +73,12 @@ def note_call_end(at: tuple[int, int], target: Any, torch: Any) -> None:
             inferred.last_call = at
 
 
+def step_open_after_call() -> bool:
+    """A step left open after its call returned (`spans_calls`): the next compiled call's end
+    may be where it ends."""
+    return any(i.stepping and i.spans_calls and i.returned for i in _ACTIVE)
+
+
 def is_autoencoder(module: Any) -> bool:
     """A model with `encode` and `decode` (a VAE): its calls are no denoising steps."""
     return callable(getattr(module, "encode", None)) and callable(getattr(module, "decode", None))
