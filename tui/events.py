@@ -36,6 +36,7 @@ EVENT_NAMES: dict[str, str] = {
     "eager_fallback": "eager call after the recompile limit",
     "empty_cache": "torch.cuda.empty_cache()",
     "gc_collect": "gc.collect()",
+    "gc_pause": "garbage-collector pause",
     "graph_break": "graph break",
     "guard_sources": "guarded sources",
     "lightx2v_config": "LightX2V config",

@@ -36,7 +36,12 @@ _INSTANTS = {
     "graph_break": "graph break",
     "crash": "crash",
 }
-_TIMED = ("empty_cache", "gc_collect")
+#: Calls and pauses with a duration, stamped at their start (collectors/hygiene.py, gc_pauses.py).
+_TIMED = {
+    "empty_cache": "torch.cuda.empty_cache()",
+    "gc_collect": "gc.collect()",
+    "gc_pause": "garbage-collector pause",
+}
 
 Clock = Callable[[float], int]  # Kineto µs -> timeline ns
 
@@ -256,12 +261,18 @@ class _RunTracks:
                 ),
             )
         elif event.kind in _TIMED and isinstance(data.get("duration_s"), (int, float)):
-            start = event.t - round(float(data["duration_s"]) * 1e9)
+            end = event.t + round(float(data["duration_s"]) * 1e9)
             self._slice(
                 pid,
                 "events",
                 EVENTS,
-                Slice(event.kind, self._at(pid, start), self._at(pid, event.t), "diag.call", where),
+                Slice(
+                    _TIMED[event.kind],
+                    self._at(pid, event.t),
+                    self._at(pid, end),
+                    "diag.call",
+                    where,
+                ),
             )
         elif event.kind in _INSTANTS:
             frame = data.get("frame")

@@ -114,3 +114,36 @@ def test_the_spike_is_named_as_the_collector(recorded: tuple[Path, list[dict[str
         "paused the program" in line and "full collection" in line for line in spike.evidence
     )
     assert paused_ms >= 0.5 * spike.data["excess_s"] * 1e3
+
+
+def test_the_perfetto_timeline_draws_each_pause_where_python_ran_it(
+    recorded: tuple[Path, list[dict[str, int]]],
+) -> None:
+    """Pauses and gc.collect() calls are stamped at their start: the slice runs from there for
+    their duration (it used to end where the call began)."""
+    from diag.perfetto.timeline import build_timeline, step_name
+
+    trace, own = recorded
+    timeline = build_timeline(load_trace(trace), kineto=False)
+    slices = [
+        s
+        for process in timeline.processes
+        for track in process.tracks.values()
+        for s in track.slices
+        if s.name == "garbage-collector pause"
+    ]
+    loaded = load_trace(trace)
+    first_live = next(r.request_id for r in loaded.compiled.requests if r.phase == "live")
+    (step0,) = [
+        s
+        for process in timeline.processes
+        for track in process.tracks.values()
+        for s in track.slices
+        if s.name == step_name(first_live, 0)
+    ]
+    for mine in own:
+        (drawn,) = [s for s in slices if abs(s.end_ns - s.start_ns - mine["ns"]) < 1_000_000]
+        # Inside the step that paid for it (drawn ending at its start, it began before it).
+        assert step0.start_ns <= drawn.start_ns < drawn.end_ns <= step0.end_ns
+    calls = [s for p in timeline.processes for t in p.tracks.values() for s in t.slices]
+    assert any(s.name == "gc.collect()" for s in calls)
