@@ -8,9 +8,9 @@ exit snapshot is complete.
 
 from __future__ import annotations
 
-import sys
-import types
 from typing import TYPE_CHECKING, Any
+
+from .torch_api import cache_entries, compiled_codes
 
 if TYPE_CHECKING:
     from .session import Session
@@ -23,11 +23,6 @@ RECHECK_STEPS = 32
 class CacheCollector:
     def __init__(self, session: Session) -> None:
         self.session = session
-        # Bound when the program has imported Dynamo: importing it here would change what a
-        # program that patches torch after `import torch` compiles, and before that import no
-        # code object can hold an entry.
-        self._tracker: Any = None
-        self._entries_of: Any = None
         self._last: dict[tuple[str, str, int], int] = {}
         self._generation: tuple[int, int] | None = None
         self._steps = 0
@@ -49,19 +44,8 @@ class CacheCollector:
 
     def counts(self) -> dict[tuple[str, str, int], int]:
         result: dict[tuple[str, str, int], int] = {}
-        if self._tracker is None:
-            convert_frame = sys.modules.get("torch._dynamo.convert_frame")
-            if convert_frame is None:
-                return result
-            from torch._C._dynamo.eval_frame import _debug_get_cache_entry_list
-
-            self._tracker = convert_frame.input_codes
-            self._entries_of = _debug_get_cache_entry_list
-        for ref in list(self._tracker.seen):
-            code = ref() if callable(ref) else ref
-            if not isinstance(code, types.CodeType):
-                continue
-            count = len(self._entries_of(code))
+        for code in compiled_codes():
+            count = len(cache_entries(code))
             if count:
                 key = (code.co_name, code.co_filename, code.co_firstlineno)
                 result[key] = result.get(key, 0) + count

@@ -23,6 +23,7 @@ from diag.guards import (
 )
 
 from .structured import listen
+from .torch_api import intern_table
 from .userframes import innermost_user_frame
 
 if TYPE_CHECKING:
@@ -63,11 +64,7 @@ def _interned_file(value: Any) -> str | None:
     if not isinstance(value, int) or value < 0:
         return None
     if value not in _FILES:
-        try:
-            from torch._logging.structured import INTERN_TABLE
-        except ImportError:
-            return None
-        _FILES.update({number: name for name, number in INTERN_TABLE.items()})
+        _FILES.update({number: name for name, number in intern_table().items()})
     return _FILES.get(value)
 
 
@@ -94,7 +91,7 @@ class CompileCollector:
 
         on_import(
             "torch._dynamo",
-            lambda module: session.guarded("compiles.reset", collector._wrap_reset, module),
+            lambda module: session.install("compiles.reset", collector._wrap_reset, module),
         )
         return collector
 
@@ -103,15 +100,18 @@ class CompileCollector:
 
         def reset() -> None:
             original()
-            self.epoch += 1
-            self.frames.clear()
-            self.started.clear()
-            self.session.emit("dynamo_reset", epoch=self.epoch)
-            for hook in self.after_reset:  # reset clears Dynamo's callbacks: register again
-                self.session.guarded("compiles.after_reset", hook)
+            self.session.guarded("compiles.reset_call", self._after_reset)
 
         reset.__wrapped__ = original  # type: ignore[attr-defined]
         dynamo.reset = reset
+
+    def _after_reset(self) -> None:
+        self.epoch += 1
+        self.frames.clear()
+        self.started.clear()
+        self.session.emit("dynamo_reset", epoch=self.epoch)
+        for hook in self.after_reset:  # reset clears Dynamo's callbacks: register again
+            self.session.install("compiles.after_reset", hook)
 
     # -- structured events ------------------------------------------------------------------------
 

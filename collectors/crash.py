@@ -151,22 +151,20 @@ class CrashCollector:
     def excepthook(
         self, kind: type[BaseException], value: BaseException, tb: TracebackType | None
     ) -> Any:
-        try:
-            if value is not None and not isinstance(value, SystemExit):
-                self.record(value, "sys.excepthook", None)
-        except Exception as exc:  # noqa: BLE001 - the program's own hook must still run
-            self.session.collector_error("crash", exc)
+        if value is not None and not isinstance(value, SystemExit):
+            # The program's own hook runs whatever this did (collectors/hooks.py).
+            self.session.guarded("crash.excepthook", self.record, value, "sys.excepthook", None)
         return self.previous_hook(kind, value, tb)
 
     def thread_excepthook(self, args: Any) -> Any:
-        try:
-            value = args.exc_value
-            if value is not None and not isinstance(value, SystemExit):
-                thread = getattr(args.thread, "name", None) or "?"
-                self.record(value, "threading.excepthook", thread)
-        except Exception as exc:  # noqa: BLE001
-            self.session.collector_error("crash", exc)
+        self.session.guarded("crash.thread_excepthook", self._record_thread, args)
         return self.previous_thread_hook(args)
+
+    def _record_thread(self, args: Any) -> None:
+        value = args.exc_value
+        if value is not None and not isinstance(value, SystemExit):
+            thread = getattr(args.thread, "name", None) or "?"
+            self.record(value, "threading.excepthook", thread)
 
     def at_shutdown(self) -> None:
         """The last chance: an exception whose hook was not ours (the program replaced it)."""
@@ -196,7 +194,7 @@ def hook_process_bootstrap(collector: CrashCollector, module: Any) -> None:
             value = sys.exc_info()[1]
             if value is not None and not isinstance(value, SystemExit):
                 collector.session.guarded(
-                    "crash", collector.record, value, "multiprocessing.Process", None
+                    "crash.process", collector.record, value, "multiprocessing.Process", None
                 )
         return original(*args, **kwargs)
 
@@ -212,7 +210,7 @@ def install(session: Session) -> CrashCollector:
 
     on_import(
         "multiprocessing.process",
-        lambda module: session.guarded("crash", hook_process_bootstrap, collector, module),
+        lambda module: session.install("crash.process", hook_process_bootstrap, collector, module),
     )
     # threading's shutdown hooks run before atexit's (where the session closes its file), and
     # after Python has stored an uncaught exception in sys.last_value.

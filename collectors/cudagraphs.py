@@ -53,7 +53,7 @@ class CudaGraphCollector:
         from .importhook import on_import
 
         def register(module: Any) -> None:
-            session.guarded("cudagraphs.register", collector._register)
+            session.install("cudagraphs.register", collector._register)
 
         on_import("torch._dynamo", register)
         if session.compiles is not None:
@@ -61,48 +61,47 @@ class CudaGraphCollector:
         return collector
 
     def _register(self) -> None:
-        from torch._dynamo.callback import callback_handler
+        from .torch_api import register_compile_callbacks
 
-        callback_handler.register_start_callback(self.on_start)
-        callback_handler.register_end_callback(self.on_end)
+        hooks = self.session.hooks
+        register_compile_callbacks(
+            hooks.callback("cudagraphs.start", self.on_start),
+            hooks.callback("cudagraphs.end", self.on_end),
+        )
 
     def _position(self) -> dict[str, Any]:
         steps = self.session.steps
         return steps.position() if steps is not None else {}
 
     def on_start(self, args: Any) -> None:
+        """Dynamo's compile-start callback (`args` is None on torch before 2.8: no trigger, so
+        nothing to time; collectors/torch_api.py)."""
         if _trigger(args) != "CUDAGRAPH_RECORDING":
             return
-        try:
-            now = time.monotonic_ns()
-            self._open[str(args.compile_id)] = (now, self._reserved())
-            # Its begin on its own line: a capture the process never finishes is still seen.
-            self.session.emit(
-                "cudagraph_record_start", t=now, compile_id=str(args.compile_id), **self._position()
-            )
-        except Exception as exc:  # noqa: BLE001 - a torch callback must never raise
-            self.session.collector_error("cudagraphs.start", exc)
+        now = time.monotonic_ns()
+        self._open[str(args.compile_id)] = (now, self._reserved())
+        # Its begin on its own line: a capture the process never finishes is still seen.
+        self.session.emit(
+            "cudagraph_record_start", t=now, compile_id=str(args.compile_id), **self._position()
+        )
 
     def on_end(self, args: Any) -> None:
         if _trigger(args) != "CUDAGRAPH_RECORDING":
             return
-        try:
-            compile_id = str(args.compile_id)
-            start, before = self._open.pop(compile_id, (None, None))
-            after = self._reserved()
-            now = time.monotonic_ns()
-            self.session.emit(
-                "cudagraph_record",
-                t=now,
-                compile_id=compile_id,
-                start_t=start,
-                duration_s=(now - start) / 1e9 if start is not None else None,
-                reserved_before=before,
-                reserved_after=after,
-                **self._position(),
-            )
-        except Exception as exc:  # noqa: BLE001
-            self.session.collector_error("cudagraphs.end", exc)
+        compile_id = str(args.compile_id)
+        start, before = self._open.pop(compile_id, (None, None))
+        after = self._reserved()
+        now = time.monotonic_ns()
+        self.session.emit(
+            "cudagraph_record",
+            t=now,
+            compile_id=compile_id,
+            start_t=start,
+            duration_s=(now - start) / 1e9 if start is not None else None,
+            reserved_before=before,
+            reserved_after=after,
+            **self._position(),
+        )
 
     def on_log(self, record: logging.LogRecord) -> None:
         if record.levelno < logging.WARNING and not _DEBUG_KEEP.search(str(record.msg)):
@@ -142,7 +141,5 @@ class _SkipHandler(logging.Handler):
         self.collector = collector
 
     def emit(self, record: logging.LogRecord) -> None:
-        try:
-            self.collector.on_log(record)
-        except Exception as exc:  # noqa: BLE001 - a logging handler must never raise
-            self.collector.session.collector_error("cudagraphs.log", exc)
+        # A logging handler must never raise: the hook guard catches and turns it off.
+        self.collector.session.guarded("cudagraphs.log", self.collector.on_log, record)

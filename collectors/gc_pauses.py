@@ -19,12 +19,15 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from . import hygiene
+from .hooks import ENV_FAULTS, InjectedFault
 
 if TYPE_CHECKING:
     from .session import Session
 
 #: A collection of a younger generation this long is recorded too.
 LONG_NS = 10_000_000
+#: This hook's name in collector_error events and DIAG_FAULTS.
+HOOK = "gc_pauses.callback"
 #: Pauses held between flushes at most (a process that never reaches a step boundary).
 MAX_PENDING = 1024
 
@@ -34,6 +37,10 @@ class GcPauses:
         self.session = session
         self._started = 0
         self.pending: list[dict[str, Any]] = []
+        #: What the callback raised, if anything: it is off from then on (collectors/hooks.py).
+        self.failed: BaseException | None = None
+        self._reported = False
+        self._faults = session.hooks.injects(HOOK)
 
     @classmethod
     def install(cls, session: Session) -> GcPauses:
@@ -43,11 +50,17 @@ class GcPauses:
 
     def callback(self, phase: str, info: dict[str, Any]) -> None:
         """gc.callbacks entry. Python prints what a callback raises on the program's stderr, so
-        nothing may escape it."""
+        nothing may escape it. Its error is only noted here: writing an event inside a
+        collection could re-enter the event writer's lock; `flush` writes it."""
+        if self.failed is not None:
+            return
         try:
+            if self._faults:
+                raise InjectedFault(f"{ENV_FAULTS} names the hook {HOOK!r}")
             self._collected(phase, info)
-        except Exception:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001
             self.pending.clear()
+            self.failed = exc.with_traceback(None)
 
     def _collected(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
@@ -73,5 +86,9 @@ class GcPauses:
 
     def flush(self) -> None:
         """Write the pauses seen since the last flush (outside any collection)."""
+        if self.failed is not None and not self._reported:
+            self._reported = True
+            self.session.collector_error(HOOK, self.failed)
+            self.session.hooks.off.add(HOOK)
         while self.pending:
             self.session.emit("gc_pause", **self.pending.pop(0))

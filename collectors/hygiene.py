@@ -25,19 +25,34 @@ def _wrap(session: Session, owner: Any, attr: str, event: str) -> None:
     if getattr(original, "__diag_wrapped__", False):
         return
 
-    @functools.wraps(original)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if session.paused:  # Session.pause: no per-call work
-            return original(*args, **kwargs)
-        started = time.monotonic_ns()
-        # Who called it: a library's own call (diffusers' model offload empties the cache after
-        # every request) is not the user's to remove, and the fix says so.
-        frame = sys._getframe(1)
-        caller = {
+    def caller_of(frame: Any) -> dict[str, Any]:
+        return {
             "file": frame.f_code.co_filename,
             "line": frame.f_lineno,
             "name": frame.f_code.co_name,
         }
+
+    def record(started: int, caller: dict[str, Any] | None) -> None:
+        steps = session.steps
+        where = steps.position() if steps is not None else {}
+        session.emit(
+            event,
+            t=started,
+            duration_s=(time.monotonic_ns() - started) / 1e9,
+            caller=caller,
+            **where,
+        )
+
+    hook = f"hygiene.{event}"
+
+    @functools.wraps(original)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if session.paused or not session.hooks.is_on(hook):  # no per-call work
+            return original(*args, **kwargs)
+        started = time.monotonic_ns()
+        # Who called it: a library's own call (diffusers' model offload empties the cache after
+        # every request) is not the user's to remove, and the fix says so.
+        caller = session.guarded(hook, caller_of, sys._getframe(1))
         global explicit_collects
         explicit = event == "gc_collect"
         explicit_collects += explicit
@@ -45,15 +60,7 @@ def _wrap(session: Session, owner: Any, attr: str, event: str) -> None:
             return original(*args, **kwargs)
         finally:
             explicit_collects -= explicit
-            steps = session.steps
-            where = steps.position() if steps is not None else {}
-            session.emit(
-                event,
-                t=started,
-                duration_s=(time.monotonic_ns() - started) / 1e9,
-                caller=caller,
-                **where,
-            )
+            session.guarded(hook, record, started, caller)
 
     wrapper.__diag_wrapped__ = True  # type: ignore[attr-defined]
     setattr(owner, attr, wrapper)

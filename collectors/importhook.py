@@ -20,6 +20,15 @@ _finder: _PostImportFinder | None = None
 _after_body_callbacks: dict[int, list[Callable[[ModuleType], None]]] = {}
 
 
+def _call(callback: Callable[[ModuleType], None], module: ModuleType) -> None:
+    """Run one callback inside the program's import: what it raises stays here (callbacks
+    record their own errors through the session's hooks; this is the last line)."""
+    try:
+        callback(module)
+    except Exception:  # noqa: BLE001, S110 - the program's import must succeed as without diag
+        pass
+
+
 class _PostImportFinder:
     def __init__(self) -> None:
         self._busy: set[str] = set()
@@ -40,7 +49,7 @@ class _PostImportFinder:
         def run_then_call(module: ModuleType) -> None:
             exec_module(module)
             for callback in _callbacks.pop(name, []):
-                callback(module)
+                _call(callback, module)
 
         loader.exec_module = run_then_call  # type: ignore[method-assign]
         return spec
@@ -80,7 +89,7 @@ def _after_body(
             frame.f_trace = None
             del _after_body_callbacks[id(frame)]
             for pending in callbacks:
-                pending(module)
+                _call(pending, module)
             return None
         return local_trace
 

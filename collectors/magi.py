@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from diag.trace.format import ENV_GUARD_CHECKS
 
 from .adapters import compiled_calls
+from .torch_api import cache_entries
 
 if TYPE_CHECKING:
     from .session import Session
@@ -322,12 +323,8 @@ class MagiCollector:
         Kept here because magi drops the code object's cache before each target's compile (all
         blocks of one class share one code object): without this copy only the last one's stay.
         """
-        try:
-            from torch._C._dynamo.eval_frame import _debug_get_cache_entry_list
-        except ImportError:
-            return None
-        entries = _debug_get_cache_entry_list(code)
-        return entries[0].guard_manager if entries else None
+        entries = cache_entries(code)
+        return getattr(entries[0], "guard_manager", None) if entries else None
 
     @staticmethod
     def _guard_parts(guard_manager: Any) -> list[str]:
@@ -622,13 +619,12 @@ def install(session: Session, module: ModuleType) -> None:
     if not getattr(session, "magi_seen", False):
         session.magi_seen = True  # type: ignore[attr-defined]
         session.emit("magi_compile", module=module.__name__, note=NOTE, target=None)
-        session.guarded("magi.orchestration", _wrap_orchestration, session)
+        session.install("magi.orchestration", _wrap_orchestration, session)
     original = getattr(module, "magi_compile", None)
     if original is None or getattr(original, "__diag_wrapped__", False):
         return
 
-    @functools.wraps(original)
-    def magi_compile(*args: Any, **kwargs: Any) -> Any:
+    def announce(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         target = _describe(args[0]) if args else None
         if target is not None:
             dims = kwargs.get("dynamic_arg_dims")
@@ -639,6 +635,10 @@ def install(session: Session, module: ModuleType) -> None:
                 target=target,
                 dynamic_arg_dims=_jsonable(dims) if dims is not None else None,
             )
+
+    @functools.wraps(original)
+    def magi_compile(*args: Any, **kwargs: Any) -> Any:
+        session.guarded("magi.decorate", announce, args, kwargs)
         return original(*args, **kwargs)
 
     magi_compile.__diag_wrapped__ = True  # type: ignore[attr-defined]
@@ -679,7 +679,7 @@ def _wrap_orchestration(session: Session) -> None:
 
     on_import(
         "torch._inductor.runtime.triton_heuristics",
-        lambda module: session.guarded("magi.autotune", _wrap_autotune, session, module),
+        lambda module: session.install("magi.autotune", _wrap_autotune, session, module),
     )
 
 
@@ -691,24 +691,27 @@ def _wrap_autotune(session: Session, module: ModuleType) -> None:
     if original is None or getattr(original, "__diag_wrapped__", False):
         return
 
+    def timed(tuner: Any, started: int) -> None:
+        steps = session.steps
+        fn = getattr(tuner, "fn", None)
+        session.emit(
+            "autotune",
+            t=started,
+            kernel=str(
+                getattr(fn, "__name__", None)
+                or getattr(tuner, "inductor_meta", {}).get("kernel_name", "?")
+            ),
+            duration_s=(time.monotonic_ns() - started) / 1e9,
+            **(steps.position() if steps is not None else {}),
+        )
+
     @functools.wraps(original)
     def autotune_to_one_config(self: Any, *args: Any, **kwargs: Any) -> Any:
         started = time.monotonic_ns()
         try:
             return original(self, *args, **kwargs)
         finally:
-            steps = session.steps
-            fn = getattr(self, "fn", None)
-            session.emit(
-                "autotune",
-                t=started,
-                kernel=str(
-                    getattr(fn, "__name__", None)
-                    or getattr(self, "inductor_meta", {}).get("kernel_name", "?")
-                ),
-                duration_s=(time.monotonic_ns() - started) / 1e9,
-                **(steps.position() if steps is not None else {}),
-            )
+            session.guarded("magi.autotune_call", timed, self, started)
 
     autotune_to_one_config.__diag_wrapped__ = True  # type: ignore[attr-defined]
     autotuner.autotune_to_one_config = autotune_to_one_config  # type: ignore[union-attr]

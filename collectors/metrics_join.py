@@ -83,5 +83,5 @@ def install(session: Session) -> None:
 
     on_import(
         "prometheus_client",
-        lambda module: session.guarded("metrics_join", _register, session, module),
+        lambda module: session.install("metrics_join", _register, session, module),
     )

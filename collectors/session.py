@@ -32,6 +32,8 @@ from diag.trace.format import (
     run_dir,
 )
 
+from .hooks import INSTALL, Hooks
+
 _SESSION: Session | None = None
 
 
@@ -86,6 +88,8 @@ class Session:
         self.adapter: str | None = None
         self.adapter_rank = -1
         self._adapter_stand_down: Any = None
+        #: Every hook diag runs inside the program runs through this (collectors/hooks.py).
+        self.hooks = Hooks(self.collector_error)
 
     def emit(self, event: str, **fields: Any) -> None:
         self.writer.emit(event, **fields)
@@ -139,23 +143,29 @@ class Session:
         self.emit("collectors_paused", paused=False, t=time.monotonic_ns())
 
     def collector_error(self, where: str, exc: BaseException) -> None:
-        """A collector failed: record it and keep the program running."""
+        """A collector failed: record it (the hook is off from now on) and keep the program
+        running."""
+        installing = where.startswith(INSTALL)
         try:
             self.emit(
                 "collector_error",
-                where=where,
+                where=where.removeprefix(INSTALL),
                 error=f"{type(exc).__name__}: {exc}",
                 traceback=traceback.format_exc(limit=8),
+                disabled=True,
+                **({"installing": True} if installing else {}),
             )
         except Exception:  # noqa: BLE001,S110 - never let diag break the program
             pass
 
-    def guarded(self, where: str, fn: Any, *args: Any) -> Any:
-        try:
-            return fn(*args)
-        except Exception as exc:  # noqa: BLE001
-            self.collector_error(where, exc)
-            return None
+    def guarded(self, where: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """`fn(*args, **kwargs)` as the hook `where`: what it raises is recorded and turns the
+        hook off (collectors/hooks.py); None then."""
+        return self.hooks.run(where, fn, *args, **kwargs)
+
+    def install(self, name: str, fn: Any, *args: Any) -> Any:
+        """Install one collector; a failure records why and leaves the program untouched."""
+        return self.hooks.run(INSTALL + name, fn, *args)
 
     def start(self) -> None:
         torch = self.torch
@@ -187,42 +197,43 @@ class Session:
         from . import cache, compile_timing, compiles, hygiene, profiling, shapes, steps
         from .adapters import install_adapters
 
-        self.compiles = self.guarded("compiles", compiles.CompileCollector.install, self)
-        self.cache = self.guarded("cache", cache.CacheCollector, self)
-        self.profiler = self.guarded("profiling", profiling.ProfilerWindows.install, self)
-        self.shapes = self.guarded("shapes", shapes.ShapeCollector.install, self)
-        self.guarded("compile_timing", compile_timing.CompileTiming.install, self)
+        self.compiles = self.install("compiles", compiles.CompileCollector.install, self)
+        self.cache = self.install("cache", cache.CacheCollector, self)
+        self.profiler = self.install("profiling", profiling.ProfilerWindows.install, self)
+        self.shapes = self.install("shapes", shapes.ShapeCollector.install, self)
+        self.install("compile_timing", compile_timing.CompileTiming.install, self)
         from .trace_boundary import TraceBoundary
 
-        self.guarded("trace_boundary", TraceBoundary.install, self)
+        self.install("trace_boundary", TraceBoundary.install, self)
         from .cudagraphs import CudaGraphCollector
 
-        self.guarded("cudagraphs", CudaGraphCollector.install, self)
+        self.install("cudagraphs", CudaGraphCollector.install, self)
         from . import torch_trace_guard
 
-        self.guarded("torch_trace", torch_trace_guard.install, self)
+        self.install("torch_trace", torch_trace_guard.install, self)
         self.steps = steps.StepTracker(self)
-        self.guarded("hygiene", hygiene.install, self)
+        self.install("hygiene", hygiene.install, self)
         from .gc_pauses import GcPauses
 
-        self.gc_pauses = self.guarded("gc_pauses", GcPauses.install, self)
+        self.gc_pauses = self.install("gc_pauses", GcPauses.install, self)
         from . import crash
 
-        self.guarded("crash", crash.install, self)
+        self.install("crash", crash.install, self)
         from . import shutdown
 
-        self.guarded("shutdown", shutdown.install, self)
+        self.install("shutdown", shutdown.install, self)
         if os.environ.get(ENV_METRICS_JOIN) == "1":
             from . import metrics_join
 
-            self.guarded("metrics_join", metrics_join.install, self)
-        self.guarded("adapters", install_adapters, self)
+            self.install("metrics_join", metrics_join.install, self)
+        self.install("adapters", install_adapters, self)
         from . import magi
         from .importhook import on_import
 
         for name in ("magi_compiler", "magi_compiler.api"):
-            on_import(name, lambda module: self.guarded("magi", magi.install, self, module))
-        atexit.register(self.end)
+            on_import(name, lambda module: self.install("magi", magi.install, self, module))
+        # An exception in an atexit hook is printed on the program's stderr: guarded too.
+        atexit.register(self.guarded, "end", self.end)
 
     def end(self) -> None:
         """At exit: the final cache entries, the profiler flushed, the process's last event."""

@@ -176,13 +176,19 @@ class ShapeCollector:
         original = torch.compile
         collector = self
 
+        session = self.session
+
+        def watched(target: Any, compiled: Any, options: dict[str, Any]) -> Any:
+            wrapped = session.guarded("shapes.watch", collector.watch, target, compiled, options)
+            return compiled if wrapped is None else wrapped
+
         @functools.wraps(original)
         def compile(*args: Any, **kwargs: Any) -> Any:
             result = original(*args, **kwargs)
             target = args[0] if args else kwargs.get("model")
             if target is None:  # @torch.compile(...) as a decorator factory
-                return lambda fn: collector.watch(fn, result(fn), kwargs)
-            return collector.watch(target, result, kwargs)
+                return lambda fn: watched(fn, result(fn), kwargs)
+            return watched(target, result, kwargs)
 
         compile.__wrapped__ = original  # type: ignore[attr-defined]
         torch.compile = compile  # type: ignore[attr-defined]
@@ -213,15 +219,22 @@ class ShapeCollector:
         # Session.pause: no sampling. The switch is read only outside Dynamo's tracing (while it
         # traces, is_compiling() is constant True and short-circuits), so it adds no guard.
         is_compiling = torch.compiler.is_compiling
+
+        def sample(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+            if is_compiling():  # traced by an outer compile: no hook guard (it would add guards)
+                calls.sample(args, kwargs, tensor)
+                return
+            session.guarded("shapes.sample", calls.sample, args, kwargs, tensor)
+            if key is not None:
+                session.guarded(
+                    "limit_calls", limit.observe, key, code, function, owner, args, kwargs
+                )
+
         if isinstance(compiled, torch.nn.Module):
 
             def pre(module: Any, args: Any, kwargs: Any) -> None:
                 if is_compiling() or not session.paused:
-                    calls.sample(tuple(args), dict(kwargs), tensor)
-                    if key is not None and not is_compiling():
-                        session.guarded(
-                            "limit_calls", limit.observe, key, code, function, owner, args, kwargs
-                        )
+                    sample(tuple(args), dict(kwargs))
 
             compiled.register_forward_pre_hook(pre, with_kwargs=True)
             return compiled
@@ -231,11 +244,7 @@ class ShapeCollector:
         @functools.wraps(compiled)
         def sampled(*args: Any, **kwargs: Any) -> Any:
             if is_compiling() or not session.paused:
-                calls.sample(args, kwargs, tensor)
-                if key is not None and not is_compiling():
-                    session.guarded(
-                        "limit_calls", limit.observe, key, code, function, owner, args, kwargs
-                    )
+                sample(args, kwargs)
             return compiled(*args, **kwargs)
 
         setattr(sampled, _WATCHED, True)

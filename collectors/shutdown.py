@@ -96,10 +96,13 @@ def install(session: Session) -> None:
     if getattr(original, "__diag_os_exit__", False):
         return
 
+    def record(code: Any, frame: FrameType) -> None:
+        session.emit("os_exit", **exit_event(session, code, frame))
+
     def _exit(code: int, /) -> Any:
         try:
             if os.getpid() == session.pid and not session.ended:
-                session.emit("os_exit", **exit_event(session, code, sys._getframe(1)))
+                session.guarded("shutdown.os_exit", record, code, sys._getframe(1))
         except BaseException:  # noqa: BLE001, S110 - the program's exit must happen regardless
             pass
         return original(code)

@@ -32,10 +32,8 @@ class _Handler(logging.Handler):
         metadata = getattr(record, "metadata", None)
         if not isinstance(metadata, dict):
             return
-        try:
-            self.callback(metadata, record)
-        except Exception as exc:  # noqa: BLE001 - a logging handler must never raise
-            self.session.collector_error(self.where, exc)
+        # A logging handler runs inside torch and must never raise (collectors/hooks.py).
+        self.session.guarded(self.where, self.callback, metadata, record)
 
 
 def listen(session: Session, where: str, callback: Callback) -> None:

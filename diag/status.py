@@ -45,6 +45,7 @@ RECORDING_TRUNCATED = "recording-truncated"
 STEPS_ROTATED = "steps-rotated"
 PROFILE_SKIPPED = "profile-skipped"
 STEPS_INFERRED = "steps-inferred"
+HOOKS_OFF = "hooks-off"
 
 #: The adapters that infer steps and requests (collectors/adapters/inferred.py) rather than
 #: being told them.
@@ -456,11 +457,63 @@ def _paused_notice(run: RunData) -> Notice | None:
     )
 
 
+#: What a hook records, by the first part of its name (collectors/hooks.py): what is missing
+#: from a trace once that hook failed and was turned off.
+_HOOK_RECORDS = {
+    "compiles": "compiles, recompiles and their guard failures",
+    "compile_timing": "compile times by phase",
+    "cudagraphs": "CUDA-graph recordings and skips",
+    "profiling": "profiler windows",
+    "shapes": "call shapes and shape specialisations",
+    "limit_calls": "eager calls after a recompile-limit hit",
+    "cache": "cache-entry counts",
+    "gc_pauses": "garbage-collector pauses",
+    "hygiene": "empty_cache() and gc.collect() calls",
+    "crash": "crashes",
+    "shutdown": "os._exit endings",
+    "trace_boundary": "code Dynamo traced outside the model",
+    "magi": "MagiCompiler's compiles and guard checks",
+    "adapter": "steps and requests",
+    "steps": "steps and requests",
+    "inferred": "steps and requests",
+    "end": "the process's final snapshot (cache entries, call shapes)",
+}
+
+
+def _hooks_off_notice(run: RunData) -> Notice | None:
+    """diag's own hooks that failed inside the program and were turned off (the program never
+    saw it): what they record is missing from that point on."""
+    if not run.collector_errors:
+        return None
+    hooks: dict[str, None] = {}
+    for error in run.collector_errors:
+        hooks.setdefault(str(error.get("where", "?")), None)
+    missing: dict[str, None] = {}
+    for hook in hooks:
+        records = _HOOK_RECORDS.get(hook.split(".")[0])
+        if records is not None:
+            missing.setdefault(records, None)
+    shown = ", ".join(list(hooks)[:6]) + (f" and {len(hooks) - 6} more" if len(hooks) > 6 else "")
+    what = "; ".join(missing) if missing else "what those hooks record"
+    return Notice(
+        HOOKS_OFF,
+        f"{len(hooks)} of diag's hook(s) failed inside the program in run {run.label} and were "
+        f"turned off there ({shown}); the program was not affected, but from then on this trace "
+        f"lacks: {what}",
+        "the collector_error events in the process's events.jsonl say why (the TUI lists them); "
+        "please report them",
+        run.label,
+    )
+
+
 def _run_notices(trace: Trace, run: RunData, imported: bool) -> list[Notice]:
     notices: list[Notice] = []
     paused = _paused_notice(run)
     if paused is not None:
         notices.append(paused)
+    hooks_off = _hooks_off_notice(run)
+    if hooks_off is not None:
+        notices.append(hooks_off)
     errors = bootstrap_errors(run)
     if errors:
         notices.append(

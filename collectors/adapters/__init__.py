@@ -33,36 +33,38 @@ def _knows_steps(install: Any) -> Any:
 
 
 def install_adapters(session: Session) -> None:
-    session.guarded("adapter.compiled-calls", compiled_calls.install, session)
+    session.install("adapter.compiled-calls", compiled_calls.install, session)
     if any(os.environ.get(env) for env in (ENV_STEP_FN, ENV_REQUEST_FN, ENV_WARMUP_FN)):
         compiled_calls.turn_off()
     generic.install(session)
     on_import("diag.api", lambda module: compiled_calls.turn_off())
     on_import(
         "diag.fixtures.runner",
-        lambda module: session.guarded(
+        lambda module: session.install(
             "adapter.fixtures", _knows_steps(fixtures.install), session, module
         ),
     )
     on_import(
         "lightx2v.utils.registry_factory",
-        lambda module: session.guarded(
+        lambda module: session.install(
             "adapter.lightx2v", _knows_steps(lightx2v.install), session, module
         ),
     )
     on_import(
         "diffusers.pipelines.pipeline_utils",
-        lambda module: session.guarded("adapter.diffusers", diffusers.install, session, module),
+        lambda module: session.install(
+            "adapter.diffusers.pipelines", diffusers.install, session, module
+        ),
     )
     on_import(
         "diffusers.schedulers.scheduling_utils",
-        lambda module: session.guarded(
-            "adapter.diffusers", diffusers.install_schedulers, session, module
+        lambda module: session.install(
+            "adapter.diffusers.schedulers", diffusers.install_schedulers, session, module
         ),
     )
     on_import(
         "diffusers.models.modeling_utils",
-        lambda module: session.guarded(
-            "adapter.diffusers", diffusers.install_models, session, module
+        lambda module: session.install(
+            "adapter.diffusers.models", diffusers.install_models, session, module
         ),
     )
