@@ -35,6 +35,7 @@ def _commands() -> dict[str, Command]:
     from diag.cli.record import RecordCommand
     from diag.cli.report import ReportCommand
     from diag.cli.tui import TuiCommand
+    from diag.cli.warmup_plan import WarmupPlanCommand
 
     return {
         "record": RecordCommand(),
@@ -45,6 +46,7 @@ def _commands() -> dict[str, Command]:
         "report": ReportCommand(),
         "tui": TuiCommand(),
         "export": ExportCommand(),
+        "warmup-plan": WarmupPlanCommand(),
     }
 
 

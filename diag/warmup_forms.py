@@ -1,0 +1,114 @@
+"""A warmup plan in the forms people paste: text, JSON, a LightX2V runner's
+`_WARMUP_RESOLUTIONS`, a diffusers pipeline loop's `(height, width[, frames])` list, and the
+reference service's `--warmup-shapes`."""
+
+from __future__ import annotations
+
+import json
+
+from diag.errors import DiagError
+from diag.warmup_plan import VARIANT, WarmupPlan
+
+FORMS = ("text", "json", "lightx2v", "diffusers", "fixture")
+
+
+def render(plan: WarmupPlan, form: str) -> str:
+    if form == "json":
+        return json.dumps(plan.as_dict(), indent=1)
+    if form == "lightx2v":
+        pairs = [(h, w) for h, w, _ in _hwf(plan)]
+        return f"_WARMUP_RESOLUTIONS = {tuple(pairs)!r}" + _variants_comment(plan)
+    if form == "diffusers":
+        rows = [(h, w) if f is None else (h, w, f) for h, w, f in _hwf(plan)]
+        return f"WARMUP_SHAPES = {rows!r}  # (height, width[, frames])" + _variants_comment(plan)
+    if form == "fixture":
+        return "--warmup-shapes " + fixture_shapes(plan)
+    return plan_text(plan)
+
+
+def fixture_shapes(plan: WarmupPlan) -> str:
+    """`2x8x8,2x8x12`: the reference service's request syntax (frames x height x width)."""
+    if plan.dims != ["frames", "height", "width"]:
+        raise DiagError(
+            "--as fixture: these recordings' request shapes are not the reference service's "
+            f"(frames x height x width); they are {' x '.join(plan.dims) or 'unknown'}"
+        )
+    return ",".join("x".join(str(v) for v in r.shape) for r in plan.requests)
+
+
+def _hwf(plan: WarmupPlan) -> list[tuple[int, int, int | None]]:
+    if "height" not in plan.dims or "width" not in plan.dims:
+        raise DiagError(
+            "these recordings' request shapes have no height and width "
+            f"({' x '.join(plan.dims) or 'no shape recorded'}): use --json"
+        )
+    h, w = plan.dims.index("height"), plan.dims.index("width")
+    f = plan.dims.index("frames") if "frames" in plan.dims else None
+    rows: list[tuple[int, int, int | None]] = []
+    for request in plan.requests:
+        row = (request.shape[h], request.shape[w], request.shape[f] if f is not None else None)
+        if row not in rows:
+            rows.append(row)
+    return rows
+
+
+def _variants_comment(plan: WarmupPlan) -> str:
+    """Variants a shape list cannot say (another dtype, grad mode, CFG off): one comment each."""
+    lines = [
+        f"\n# also warm up a request like {r.like}: {r.why}"
+        for r in plan.requests
+        if r.role == VARIANT and r.like is not None
+    ]
+    return "".join(lines)
+
+
+def _secs(value: float | None) -> str:
+    return "not measured" if value is None else f"{value:.2f} s"
+
+
+def _shape(shape: list[int]) -> str:
+    return "x".join(str(v) for v in shape) if shape else "?"
+
+
+def plan_text(plan: WarmupPlan) -> str:
+    live = plan.live_compiles
+    lines = [
+        f"request shape: {' x '.join(plan.dims) or 'none recorded'}; "
+        f"live shapes {', '.join(_shape(s) for s in plan.live_shapes) or 'none'}; "
+        f"recorded warmup {', '.join(_shape(s) for s in plan.recorded_warmup) or 'none'}",
+        f"live compiles: {len(live)} ({len(plan.unpreventable)} no warmup can prevent)",
+        "",
+    ]
+    if plan.requests:
+        total = sum(r.cost_s or 0.0 for r in plan.requests)
+        count = len(plan.requests)
+        lines.append(f"warmup plan ({count} request(s), about {total:.2f} s of compile):")
+    for index, request in enumerate(plan.requests):
+        lines.append(f"  {index + 1}. {_shape(request.shape)}  [{request.role}] {request.why}")
+        if request.like:
+            lines.append(f"     like live request {request.like}")
+        lines.append(f"     cost: {_secs(request.cost_s)} ({request.cost_from})")
+        if request.covers:
+            shown = "; ".join(request.covers[:4])
+            more = f" and {len(request.covers) - 4} more" if len(request.covers) > 4 else ""
+            lines.append(f"     covers: {shown}{more}")
+    for frame in plan.frames:
+        lines += ["", f"{frame.frame}: warmup compiled it {frame.warmup_compile_s:.2f} s"]
+        needs = ", ".join(str(i + 1) for i in frame.requests)
+        lines.append(f"  needs request(s) {needs}")
+        for item in frame.live:
+            where = f"{item.request} step {item.step}"
+            verdict = (
+                f"covered by request {item.covered_by + 1}"
+                if item.covered_by is not None
+                else f"NO WARMUP CAN PREVENT IT: {item.cannot}"
+            )
+            lines.append(
+                f"  - live compile {item.compile_id} at {where} ({_secs(item.duration_s)}): "
+                f"{item.cause}; {verdict}"
+                + (f" (finding {item.finding})" if item.finding and item.cannot else "")
+            )
+    if not live:
+        lines.append("no live compile was recorded: the recorded warmup covered live traffic")
+    lines += [f"note: {n}" for n in plan.notes]
+    return "\n".join(lines)

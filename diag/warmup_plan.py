@@ -1,0 +1,488 @@
+"""The warmup that would have kept every live compile of some recordings out of traffic.
+
+A pure function of the loaded traces (`plan_warmup`), read through what diag already decides:
+which compiles were live and what they cost (the Run model), why each recompiled
+(`diag.causes.recompile_cause`, so the plan reads better as causes do), which request-shape
+dimension warmup never served (analyzers/live_compiles.py's coverage), and which finding explains
+a compile no warmup can prevent. The rules follow Dynamo under `dynamic=None` (docs/WARMUP.md):
+
+- a request-shape dimension that takes several values live needs two warmup values: the first
+  compile specialises every size, the second (a recompile) makes the sizes that changed dynamic
+  (automatic dynamic). One pair of requests generalises every such dimension at once, when the
+  second request changes them all, to values that differ from each other (duck sizing would give
+  equal sizes one symbol);
+- Dynamo specialises sizes 0 and 1: a dimension that is 0 or 1 live needs a request of its own;
+- what no size covers (another dtype, dispatch keys, grad mode, CFG's batch going 2 -> 1, a
+  module or branch warmup never reached) needs a request like the live one that brought it;
+- a Python value that changes per step or per request, an undecided cause and a recompile-limit
+  hit are not warmup's to fix: they are listed with the finding that explains them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from diag.causes import cause_short, recompile_cause
+from diag.frames import label as frame_label
+from diag.trace.run import Compile, Request, RunData, Trace
+
+Shape = tuple[int, ...]
+
+# The coverage rule and the request-shape readings are live-compile's: one place decides them
+# (analyzers/ is installed as diag.analyzers through package-dir, hence importlib).
+_live = importlib.import_module("diag.analyzers.live_compiles")
+
+
+def _request_shape(request: Request) -> Shape | None:
+    shape: Shape | None = _live._request_shape(request)
+    return shape
+
+
+def _warm_shapes(run: RunData, pid: int) -> list[Shape]:
+    shapes: list[Shape] = _live._warm_shapes(run, pid)
+    return shapes
+
+
+def _names(run: RunData, pid: int, shape: Shape) -> tuple[str, ...] | None:
+    names: tuple[str, ...] | None = _live._names(run, pid, shape)
+    return names
+
+
+def _uncovered(shape: Shape, warm: list[Shape]) -> list[int]:
+    """The dims of `shape` whose value warmup never served (live-compile's coverage)."""
+    cov = _live._coverage(shape, warm)
+    return [*cov.static_gaps, *cov.varied_gaps]
+
+
+SPECIALISE = "specialise"
+GENERALISE = "generalise"
+VARIANT = "variant"
+
+_SIZE_KINDS = ("tensor-size", "tensor-stride")
+#: Python values the frame guards on: live traffic changes them, warmup shapes cannot.
+_VALUE_KINDS = ("python-value", "container-length", "container-keys", "object-identity", "type")
+_NOT_COMPILED = ("recompile_limit", "failed")
+#: Findings that explain a compile no warmup can prevent, in the order they are preferred.
+EXPLAINERS = ("guard-churn", "recompile-limit", "recompiles", "live-compile")
+
+
+@dataclass
+class PlannedRequest:
+    """One warmup request of the plan, in the recorded request shape's terms."""
+
+    shape: list[int]
+    role: str  # specialise, generalise, variant
+    why: str
+    like: str | None = None  # the live request it repeats (variants), `r3 in TRACE`
+    cost_s: float | None = None
+    cost_from: str = "not measured"
+    covers: list[str] = field(default_factory=list)  # live compiles it moves into warmup
+    #: What a variant stands for (`01:timestep:2:1`): live compiles that need it join it.
+    variant_key: str | None = None
+
+
+@dataclass
+class LiveCompile:
+    """One compile a live request paid, and what the plan does about it."""
+
+    trace: str
+    compile_id: str
+    frame: str
+    request: str
+    step: int | None
+    shape: list[int] | None
+    duration_s: float | None
+    cause: str
+    covered_by: int | None = None  # index into the plan's requests
+    cannot: str | None = None  # why no warmup can prevent it
+    finding: str | None = None  # the finding that explains it
+
+
+@dataclass
+class FramePlan:
+    frame: str
+    live: list[LiveCompile]
+    requests: list[int]  # plan indices this frame needs
+    warmup_compile_s: float
+
+
+@dataclass
+class WarmupPlan:
+    dims: list[str]
+    varied: list[str]  # dimensions that varied live: two warmup values each
+    requests: list[PlannedRequest]
+    frames: list[FramePlan]
+    live_shapes: list[list[int]]
+    recorded_warmup: list[list[int]]
+    #: The live requests of the first recording in order, `{"shape": [...], "steps": N}`: what
+    #: `--verify` serves again.
+    served: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def live_compiles(self) -> list[LiveCompile]:
+        return [item for frame in self.frames for item in frame.live]
+
+    @property
+    def unpreventable(self) -> list[LiveCompile]:
+        return [item for item in self.live_compiles if item.cannot is not None]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "dims": self.dims,
+            "varied": self.varied,
+            "requests": [asdict(r) for r in self.requests],
+            "frames": [asdict(f) for f in self.frames],
+            "live_shapes": self.live_shapes,
+            "recorded_warmup": self.recorded_warmup,
+            "served": self.served,
+            "cost_s": round(sum(r.cost_s or 0.0 for r in self.requests), 6),
+            "unpreventable": [asdict(c) for c in self.unpreventable],
+            "notes": self.notes,
+        }
+
+
+@dataclass
+class _Seen:
+    """One run's live compile with what the plan needs of it."""
+
+    run: RunData
+    trace: str
+    item: Compile
+    shape: Shape | None
+    record: LiveCompile
+    key: str = ""  # the variant it needs, or "dims"
+
+
+def plan_warmup(
+    traces: list[Trace], explain: dict[str, dict[str, str]] | None = None
+) -> WarmupPlan:
+    """The smallest ordered warmup covering every live compile of `traces`.
+
+    `explain`: trace path -> compile id -> the id of the finding that explains it (the CLI
+    builds it from the analyzers; None leaves `finding` empty)."""
+    explain = explain or {}
+    live_shapes: list[Shape] = []
+    warm_shapes: list[Shape] = []
+    names: tuple[str, ...] | None = None
+    seen: list[_Seen] = []
+    warm_compiles: list[tuple[RunData, Compile]] = []
+    notes: list[str] = []
+    served: list[dict[str, Any]] = []
+    for trace in traces:
+        where = str(trace.path)
+        for run in trace.subject_runs:
+            for request in run.requests:
+                shape = _request_shape(request)
+                if shape is None:
+                    continue
+                if request.phase == "live":
+                    live_shapes.append(shape)
+                    if trace is traces[0]:
+                        served.append({"shape": list(shape), "steps": request.step_count})
+                    names = names or _names(run, request.pid, shape)
+            for pid in {p.pid for p in run.processes}:
+                for warm in _warm_shapes(run, pid):
+                    if warm not in warm_shapes:
+                        warm_shapes.append(warm)
+            by_id = {(r.pid, r.request_id): r for r in run.requests}
+            for item in run.compiles:
+                if item.phase == "warmup" and item.result not in _NOT_COMPILED:
+                    warm_compiles.append((run, item))
+                if not (item.live and item.request_id is not None):
+                    continue
+                owner = by_id.get((item.pid, item.request_id))
+                shape = _request_shape(owner) if owner is not None else None
+                seen.append(_classify(run, where, item, shape, explain.get(where, {})))
+    ranks = Counter(len(s) for s in live_shapes)
+    rank = ranks.most_common(1)[0][0] if ranks else 0
+    if len(ranks) > 1:
+        notes.append(
+            f"live requests had shapes of {len(ranks)} ranks; the plan covers the "
+            f"{rank}-dimensional ones (the others are listed as variants)"
+        )
+    shapes = [s for s in live_shapes if len(s) == rank]
+    dims = list(names) if names and len(names) == rank else [f"dim {i}" for i in range(rank)]
+    requests, varied = _dimension_requests(shapes, rank, dims, notes)
+    _cost_dimension_requests(requests, warm_compiles, seen)
+    for entry in seen:
+        _place(entry, requests, warm_shapes)
+    frames = _frames(seen, warm_compiles)
+    return WarmupPlan(
+        dims=dims,
+        varied=[dims[i] for i in varied],
+        requests=requests,
+        frames=frames,
+        live_shapes=[list(s) for s in dict.fromkeys(live_shapes)],
+        recorded_warmup=[list(s) for s in warm_shapes],
+        served=served,
+        notes=notes,
+    )
+
+
+# --- which compile needs what -------------------------------------------------------------------
+
+
+def _classify(
+    run: RunData, where: str, item: Compile, shape: Shape | None, explain: dict[str, str]
+) -> _Seen:
+    frame = frame_label(run, item.frame)
+    cause = recompile_cause(run, item)
+    record = LiveCompile(
+        trace=where,
+        compile_id=item.compile_id,
+        frame=frame,
+        request=item.request_id or "?",
+        step=item.step,
+        shape=list(shape) if shape else None,
+        duration_s=item.duration_s,
+        cause=cause_short(cause) if cause is not None else "first compile of the frame",
+        finding=explain.get(item.compile_id),
+    )
+    entry = _Seen(run, where, item, shape, record)
+    if item.result == "recompile_limit":
+        record.cause = "hit the recompile limit: the frame runs eagerly from here on"
+        record.cannot = (
+            "the frame reached its recompile limit (the program's setting, 8 unless it changed "
+            "it): warmup adds entries, it cannot remove the recompiles that fill the cache"
+        )
+        return entry
+    if item.result == "failed":
+        record.cannot = "the compile failed: see compile-failure"
+        return entry
+    if cause is None:
+        entry.key = f"first:{frame}"
+        return entry
+    guard = cause.guard
+    if guard is None:
+        record.cannot = (
+            "the evidence does not decide which guard failed, so no warmup can be planned for "
+            "it (see the finding's evidence for each entry's failure)"
+        )
+        return entry
+    if cause.new_module:
+        entry.key = f"module:{frame}:{guard.source}"
+        return entry
+    if guard.kind in _SIZE_KINDS:
+        if {guard.expected, guard.actual} & {"0", "1"}:
+            entry.key = f"01:{guard.source}:{guard.expected}:{guard.actual}"
+        else:
+            entry.key = "dims"
+        return entry
+    if guard.kind in _VALUE_KINDS:
+        same_request = [
+            c
+            for c in run.compiles
+            if c.pid == item.pid
+            and c.frame == item.frame
+            and c.request_id == item.request_id
+            and c.live
+            and (other := recompile_cause(run, c)) is not None
+            and other.guard is not None
+            and other.guard.source == guard.source
+        ]
+        steps = {c.step for c in same_request}
+        record.cannot = (
+            f"the frame guards on a Python value ({guard.source or guard.kind}) that changes "
+            + ("every step" if len(steps) > 1 else "from request to request")
+            + ": each new value compiles again whatever warmup served; the fix is in the "
+            "program (resolve the value outside the compiled frame or pass it as a tensor)"
+        )
+        return entry
+    # dtype, device, requires_grad, dispatch keys, grad mode, unknown: a variant of its own.
+    entry.key = f"variant:{guard.kind}:{guard.source}:{guard.expected}:{guard.actual}"
+    return entry
+
+
+def _place(entry: _Seen, requests: list[PlannedRequest], warm: list[Shape]) -> None:
+    """Point a live compile at the plan request that covers it, adding a variant if needed."""
+    record = entry.record
+    if record.cannot is not None:
+        return
+    ref = f"{record.compile_id} ({record.frame}, {record.request} in {record.trace})"
+    shape = entry.shape
+    if entry.key == "dims":
+        same_rank = shape is not None and bool(requests) and len(shape) == len(requests[0].shape)
+        gaps = _uncovered(shape, warm) if shape is not None and same_rank else []
+        if shape is not None and gaps:
+            # A request-shape dimension warmup never served: the dimension requests cover it.
+            index = next(
+                (i for i, r in enumerate(requests) if r.shape == list(shape)),
+                1 if len(requests) > 1 and requests[1].role == GENERALISE else 0,
+            )
+            _cover(requests[index], record, ref, index, add_cost=False)
+            return
+        # Warmup served this request shape and still a size guard failed: the tensor's size
+        # does not follow the request shape (a batch, a pass). Repeat the request itself.
+        entry.key = f"shape:{record.cause}"
+    for index, planned in enumerate(requests):
+        joins = planned.variant_key == entry.key or (
+            entry.key.startswith(("01:", "shape:"))
+            and planned.role == VARIANT
+            and planned.variant_key is not None
+            and planned.variant_key.startswith("dim01:")
+            and shape is not None
+            and planned.shape == list(shape)
+        )
+        if planned.role == VARIANT and joins:
+            _cover(planned, record, ref, index, add_cost=True)
+            return
+    why = {
+        "first": f"{record.frame} first compiled live: no warmup request reached it",
+        "module": f"{record.frame} met a module or branch warmup never ran: {record.cause}",
+        "01": "a size of 0 or 1 (Dynamo specialises them, no dynamic dimension covers it): "
+        + record.cause,
+        "shape": f"a size no request-shape dimension explains: {record.cause}",
+        "variant": f"a variant no dynamic dimension covers: {record.cause}",
+    }[entry.key.split(":", 1)[0]]
+    planned = PlannedRequest(
+        shape=list(shape) if shape else (list(requests[0].shape) if requests else []),
+        role=VARIANT,
+        why=why,
+        like=f"{record.request} in {record.trace}",
+        cost_from="the live compile(s) it moves into warmup",
+        variant_key=entry.key,
+    )
+    requests.append(planned)
+    _cover(planned, record, ref, len(requests) - 1, add_cost=True)
+
+
+def _cover(
+    planned: PlannedRequest, record: LiveCompile, ref: str, index: int, add_cost: bool
+) -> None:
+    record.covered_by = index
+    planned.covers.append(ref)
+    if add_cost and record.duration_s is not None:
+        planned.cost_s = round((planned.cost_s or 0.0) + record.duration_s, 6)
+
+
+# --- the two requests every varying dimension needs ---------------------------------------------
+
+
+def _dimension_requests(
+    shapes: list[Shape], rank: int, dims: list[str], notes: list[str]
+) -> tuple[list[PlannedRequest], list[int]]:
+    if not shapes:
+        notes.append("no live request with a shape was recorded: nothing to plan by shape")
+        return [], []
+    counts = Counter(shapes)
+    values = [Counter(s[i] for s in shapes) for i in range(rank)]
+    big = [s for s in counts if all(v > 1 or len(values[i]) == 1 for i, v in enumerate(s))]
+    first = max(big or list(counts), key=lambda s: counts[s])
+    varied = [i for i in range(rank) if len([v for v in values[i] if v > 1]) > 1]
+    requests = [
+        PlannedRequest(
+            shape=list(first),
+            role=SPECIALISE,
+            why="the first compile of every frame: sizes are static (specialised) in it"
+            + (
+                " (the shape live traffic sent most)"
+                if len(counts) > 1 and counts[first] > min(counts.values())
+                else ""
+            ),
+        )
+    ]
+    if varied:
+        second = _second(first, counts, values, varied)
+        names = ", ".join(dims[i] for i in varied)
+        requests.append(
+            PlannedRequest(
+                shape=list(second),
+                role=GENERALISE,
+                why=f"changes {names} from the first request: the recompile makes "
+                f"{'it' if len(varied) == 1 else 'them'} dynamic (automatic dynamic), so every "
+                "later value >= 2 runs without a compile"
+                + ("" if second in counts else " (each value was sent live; this combination not)"),
+            )
+        )
+    for i in range(rank):
+        for small in sorted(v for v in values[i] if v in (0, 1) and len(values[i]) > 1):
+            shape = list(first)
+            shape[i] = small
+            requests.append(
+                PlannedRequest(
+                    shape=shape,
+                    role=VARIANT,
+                    why=f"{dims[i]} {small} was sent live: Dynamo specialises sizes 0 and 1, so "
+                    "no dynamic dimension covers it",
+                    variant_key=f"dim01:{i}:{small}",
+                )
+            )
+    return requests, varied
+
+
+def _second(
+    first: Shape, counts: Counter[Shape], values: list[Counter[int]], varied: list[int]
+) -> Shape:
+    """A live shape that changes every varied dim from `first`, to values >= 2 that differ from
+    each other; else one made of values live traffic sent."""
+
+    def fits(shape: Shape) -> bool:
+        picked = [shape[i] for i in varied]
+        return (
+            all(shape[i] != first[i] and shape[i] > 1 for i in varied)
+            and len(set(picked)) == len(picked)
+            and all(shape[i] == first[i] for i in range(len(first)) if i not in varied)
+        )
+
+    found = [s for s in counts if fits(s)]
+    if found:
+        return max(found, key=lambda s: counts[s])
+    shape = list(first)
+    used: set[int] = set()
+    for i in varied:
+        options = [v for v, _ in values[i].most_common() if v != first[i] and v > 1]
+        pick = next((v for v in options if v not in used), options[0])
+        shape[i] = pick
+        used.add(pick)
+    return tuple(shape)
+
+
+def _cost_dimension_requests(
+    requests: list[PlannedRequest], warm: list[tuple[RunData, Compile]], seen: list[_Seen]
+) -> None:
+    """Each dimension request's cost: the compiles of its kind measured in the recordings (a
+    frame's first compile; a recompile on a size guard), one per frame."""
+    firsts: dict[str, float] = {}
+    resized: dict[str, float] = {}
+    every = [*warm, *((s.run, s.item) for s in seen if s.item.result not in _NOT_COMPILED)]
+    for run, item in every:
+        frame = frame_label(run, item.frame)
+        if item.duration_s is None:
+            continue
+        cause = recompile_cause(run, item)
+        if cause is None:
+            firsts.setdefault(frame, item.duration_s)
+        elif cause.guard is not None and cause.guard.kind in _SIZE_KINDS:
+            resized.setdefault(frame, item.duration_s)
+    for planned in requests:
+        if planned.role == SPECIALISE and firsts:
+            planned.cost_s = sum(firsts.values())
+            planned.cost_from = f"the first compile of {len(firsts)} frame(s) as recorded"
+        elif planned.role == GENERALISE and resized:
+            planned.cost_s = sum(resized.values())
+            planned.cost_from = (
+                f"a recompile on a size guard of {len(resized)} frame(s) as recorded"
+            )
+
+
+def _frames(seen: list[_Seen], warm: list[tuple[RunData, Compile]]) -> list[FramePlan]:
+    by_frame: dict[str, list[LiveCompile]] = {}
+    for entry in seen:
+        by_frame.setdefault(entry.record.frame, []).append(entry.record)
+    warm_s: dict[str, float] = {}
+    for run, item in warm:
+        frame = frame_label(run, item.frame)
+        warm_s[frame] = warm_s.get(frame, 0.0) + (item.duration_s or 0.0)
+    return [
+        FramePlan(
+            frame=frame,
+            live=items,
+            requests=sorted({i.covered_by for i in items if i.covered_by is not None} | {0}),
+            warmup_compile_s=round(warm_s.get(frame, 0.0), 6),
+        )
+        for frame, items in by_frame.items()
+    ]
