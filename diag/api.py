@@ -78,3 +78,31 @@ def step(index: int | None = None) -> Iterator[None]:
         yield
     finally:
         tracker.step_end()
+
+
+def warmup_shapes(default: Sequence[Sequence[int]]) -> list[tuple[int, ...]]:
+    """The warmup request shapes to serve: `diag warmup-plan --verify`'s plan when it runs this
+    program (DIAG_WARMUP_SHAPES), else `default`. Read it where the program lists its warmup."""
+    return _shapes("DIAG_WARMUP_SHAPES", default)
+
+
+def live_shapes(default: Sequence[Sequence[int]]) -> list[tuple[int, ...]]:
+    """The live request shapes to serve: the recorded ones under `diag warmup-plan --verify`
+    (DIAG_LIVE_SHAPES), else `default`."""
+    return _shapes("DIAG_LIVE_SHAPES", default)
+
+
+def _shapes(variable: str, default: Sequence[Sequence[int]]) -> list[tuple[int, ...]]:
+    import json
+    import os
+
+    text = os.environ.get(variable)
+    fallback = [tuple(int(v) for v in shape) for shape in default]
+    if not text:
+        return fallback
+    try:
+        value = json.loads(text)
+        return [tuple(int(v) for v in shape) for shape in value]
+    except (ValueError, TypeError):
+        # Never fail the program for diag's sake: a malformed value means the default.
+        return fallback

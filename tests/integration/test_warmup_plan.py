@@ -1,0 +1,126 @@
+"""diag warmup-plan on the reference service, against torch's own record (issue 38).
+
+Torch's record for `--plant unwarmed-shape` (warmup 2x8x8 then 2x12x8, live 2x8x8 then 2x8x12):
+warmup's second request recompiles on the height and automatic dynamic makes it dynamic; the
+width stays static, so live r1 recompiles `wan_block_forward` on `tensor 'freqs_w' size mismatch
+at index 0. expected 4, actual 6` (the width 8 -> 12 in latent pixels, patch 2). Live traffic
+never changes the height, so the smallest warmup is 2x8x8 then 2x8x12: the second changes the
+width and Dynamo makes it dynamic. `--verify` replays the live shapes with that warmup: no live
+compile. `--plant guard-churn` grows the config dict a block reads each request: no warmup can
+prevent those recompiles, and the plan says so with guard-churn's finding.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from diag.trace.run import Trace, load_trace
+from diag.warmup_forms import render
+from diag.warmup_plan import GENERALISE, SPECIALISE, plan_warmup
+
+from ..conftest import RecordFixture
+from .support import PYTHON
+
+FIXTURE = [PYTHON, "-m", "diag.fixtures", "--compile", "--backend", "aot_eager", "--model", "wan"]
+
+
+def _plan_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PYTHON, "-m", "diag", "warmup-plan", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture(scope="module")
+def unwarmed(record_fixture: RecordFixture) -> Trace:
+    return record_fixture("unwarmed-shape")
+
+
+def test_torch_record_is_what_the_plan_reads(unwarmed: Trace) -> None:
+    run = unwarmed.compiled
+    assert run is not None
+    live = [c for c in run.compiles if c.live]
+    assert len(live) == 1
+    raw = [g.raw for g in live[0].guards]
+    assert any("tensor 'freqs_w' size mismatch at index 0. expected 4, actual 6" in r for r in raw)
+
+
+def test_plan_warms_the_width_live_traffic_changed(unwarmed: Trace) -> None:
+    plan = plan_warmup([unwarmed])
+    assert plan.dims == ["frames", "height", "width"]
+    assert plan.varied == ["width"]
+    assert [(r.shape, r.role) for r in plan.requests] == [
+        ([2, 8, 8], SPECIALISE),
+        ([2, 8, 12], GENERALISE),
+    ]
+    (live,) = plan.live_compiles
+    assert live.frame == "wan_block_forward" and live.request == "r1" and live.step == 0
+    assert live.covered_by == 1 and live.cannot is None
+    assert "freqs_w" in live.cause
+    # Costs are the recording's own compile times: the first compile, then a size recompile.
+    warm = sorted(c.duration_s or 0.0 for c in unwarmed.compiled.compiles if c.phase == "warmup")  # type: ignore[union-attr]
+    assert sorted(r.cost_s or 0.0 for r in plan.requests) == pytest.approx(warm)
+    assert render(plan, "fixture") == "--warmup-shapes 2x8x8,2x8x12"
+    assert render(plan, "lightx2v") == "_WARMUP_RESOLUTIONS = ((8, 8), (8, 12))"
+    assert render(plan, "diffusers").startswith("WARMUP_SHAPES = [(8, 8, 2), (8, 12, 2)]")
+    assert plan.served == [{"shape": [2, 8, 8], "steps": 4}, {"shape": [2, 8, 12], "steps": 4}]
+
+
+def test_cli_json_and_forms(unwarmed: Trace) -> None:
+    proc = _plan_cli(str(unwarmed.path), "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert [r["shape"] for r in data["requests"]] == [[2, 8, 8], [2, 8, 12]]
+    assert data["unpreventable"] == []
+    proc = _plan_cli("--as", "fixture", str(unwarmed.path))
+    assert proc.stdout.strip() == "--warmup-shapes 2x8x8,2x8x12"
+
+
+def test_bad_input_is_one_line(tmp_path: Path) -> None:
+    proc = _plan_cli(str(tmp_path))
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "not a diag trace directory" in proc.stderr
+    proc = _plan_cli()
+    assert proc.returncode == 2 and "no trace directory" in proc.stderr
+
+
+def test_verify_replays_with_no_live_compile(unwarmed: Trace, tmp_path: Path) -> None:
+    out = tmp_path / "replay"
+    command = [*FIXTURE, "-q", "--plant", "unwarmed-shape"]
+    proc = _plan_cli(str(unwarmed.path), "-o", str(out), "--verify", "--", *command, timeout=400)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "live compiles: 0 (0 expected)" in proc.stdout
+    assert "variable-resolution:" in proc.stdout
+    replay = load_trace(out).compiled
+    assert replay is not None
+    assert [c for c in replay.compiles if c.live] == []
+    warm = [r.shape for r in replay.requests if r.phase == "warmup"]
+    live = [r.shape for r in replay.requests if r.phase == "live"]
+    assert warm == [[2, 8, 8], [2, 8, 12]] and live == [[2, 8, 8], [2, 8, 12]]
+    # The plan's warmup compiled twice (a first compile, then the width made dynamic).
+    assert [c.phase for c in replay.compiles] == ["warmup", "warmup"]
+
+
+def test_guard_churn_is_not_warmups_to_fix(record_fixture: RecordFixture) -> None:
+    trace = record_fixture("guard-churn")
+    plan = plan_warmup([trace], {str(trace.path): _finding_ids(trace)})
+    live = plan.live_compiles
+    assert live, "guard-churn recompiles live"
+    value = [c for c in live if c.cannot is not None]
+    assert value, [c.cause for c in live]
+    assert all("Python value" in c.cannot for c in value if c.cannot)
+    assert any(c.finding and c.finding.startswith("guard-churn") for c in value)
+    text = render(plan, "text")
+    assert "NO WARMUP CAN PREVENT IT" in text
+
+
+def _finding_ids(trace: Trace) -> dict[str, str]:
+    from diag.cli.warmup_plan import _explanations
+
+    return _explanations([trace])[str(trace.path)]
