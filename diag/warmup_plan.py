@@ -210,7 +210,8 @@ def plan_warmup(
     _cost_dimension_requests(requests, warm_compiles, seen)
     for entry in seen:
         _place(entry, requests, warm_shapes)
-    frames = _frames(seen, warm_compiles)
+    dimensional = [i for i, r in enumerate(requests) if r.role in (SPECIALISE, GENERALISE)]
+    frames = _frames(seen, warm_compiles, dimensional)
     return WarmupPlan(
         dims=dims,
         varied=[dims[i] for i in varied],
@@ -469,19 +470,26 @@ def _cost_dimension_requests(
             )
 
 
-def _frames(seen: list[_Seen], warm: list[tuple[RunData, Compile]]) -> list[FramePlan]:
+def _frames(
+    seen: list[_Seen], warm: list[tuple[RunData, Compile]], dimensional: list[int]
+) -> list[FramePlan]:
+    """Every compiled frame: its live compiles, the requests it needs (the dimension requests,
+    which every frame that runs per request needs, and the variants its live compiles need)."""
     by_frame: dict[str, list[LiveCompile]] = {}
-    for entry in seen:
-        by_frame.setdefault(entry.record.frame, []).append(entry.record)
     warm_s: dict[str, float] = {}
     for run, item in warm:
         frame = frame_label(run, item.frame)
         warm_s[frame] = warm_s.get(frame, 0.0) + (item.duration_s or 0.0)
+        by_frame.setdefault(frame, [])
+    for entry in seen:
+        by_frame.setdefault(entry.record.frame, []).append(entry.record)
     return [
         FramePlan(
             frame=frame,
             live=items,
-            requests=sorted({i.covered_by for i in items if i.covered_by is not None} | {0}),
+            requests=sorted(
+                {i.covered_by for i in items if i.covered_by is not None} | set(dimensional)
+            ),
             warmup_compile_s=round(warm_s.get(frame, 0.0), 6),
         )
         for frame, items in by_frame.items()
