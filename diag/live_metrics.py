@@ -25,7 +25,6 @@ Standard library only: the launcher imports it.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +32,7 @@ from typing import Any
 
 from diag.spikes import is_spike
 from diag.stats import MIN_STEPS, sample
+from diag.trace import jsontext
 from diag.trace.format import EVENTS_FILE, RUNS_DIR
 
 #: Label values are cut to this many characters (a task id is chosen by a client).
@@ -242,8 +242,8 @@ class EventTail:
             self._partial[path] = lines[-1]  # a line still being written: read it next time
         for raw in lines[:-1]:
             try:
-                event = json.loads(raw)
-            except (ValueError, UnicodeDecodeError):
+                event = jsontext.loads(raw)
+            except (ValueError, RecursionError):
                 continue
             if isinstance(event, dict):
                 counters.observe(run, str(path), event)

@@ -30,6 +30,7 @@ from diag.trace.format import (
     STATUS_KILLED,
     STATUS_RUNNING,
 )
+from diag.trace.numerals import parse_int
 from diag.trace.run import Event, Process, RunData, Trace
 
 # Notice kinds (docs/FINDINGS.md).
@@ -350,10 +351,10 @@ def worker_teardown(run: RunData, message: str) -> tuple[int, int, str, int] | N
     a rank that died of a fault signal after it reached diag's exit hook, with no crash of its
     own: its work ran to the end and it died in interpreter teardown."""
     root = root_cause(message)
-    code = int(root.group("code")) if root else 0
-    if root is None or -code not in _FAULT_SIGNALS:
+    code = parse_int(root.group("code"), signed=True) if root else None
+    rank = parse_int(root.group("rank")) if root else None
+    if code is None or rank is None or -code not in _FAULT_SIGNALS:
         return None
-    rank = int(root.group("rank"))
     ended = [p for p in run.processes if p.rank == rank and p.ended]
     if not ended or any(c.pid == ended[0].pid for c in run.of("crash")):
         return None

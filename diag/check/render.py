@@ -14,6 +14,7 @@ from typing import Any
 
 from diag.check.verdict import SKIP, RuleResult, Verdict, Violation
 from diag.printable import printable
+from diag.trace.numerals import parse_int
 
 #: Enough to act on; the JSON and JUnit forms keep everything.
 SHOWN_VIOLATIONS = 10
@@ -132,8 +133,9 @@ def split_location(location: str | None) -> tuple[str | None, int | None]:
     if not location:
         return None, None
     file, sep, line = location.rpartition(":")
-    if sep and line.isdigit() and file:
-        return file, int(line)
+    number = parse_int(line) if sep else None
+    if number is not None and file:
+        return file, number
     return (location, None) if "/" in location or location.endswith(".py") else (None, None)
 
 

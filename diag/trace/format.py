@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from diag.trace.numerals import parse_int
+
 FORMAT_NAME = "diag-trace"
 #: 2: per-step events of a long run continue in rotated `steps-<n>.jsonl` segments beside
 #: `events.jsonl` (a version-1 reader would miss them). Readers accept 1 and 2.
@@ -79,7 +81,7 @@ def step_segment_number(name: str) -> int | None:
     if not (name.startswith(STEP_SEGMENT_PREFIX) and name.endswith(STEP_SEGMENT_SUFFIX)):
         return None
     digits = name[len(STEP_SEGMENT_PREFIX) : -len(STEP_SEGMENT_SUFFIX)]
-    return int(digits) if digits.isdigit() and len(digits) < 12 else None
+    return parse_int(digits, max_digits=11)
 
 
 def process_event_files(events_path: Path) -> list[Path]:
