@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from diag.printable import label
 from diag.spikes import is_spike
 from diag.stats import MIN_STEPS, sample
 from diag.trace import jsontext
@@ -98,7 +99,9 @@ class LiveCounters:
         if isinstance(frame, dict) and isinstance(frame.get("name"), str):
             state.frames[frame_key] = frame["name"]
         name = _label(state.frames.get(frame_key, "?"))
-        phase = "live" if event.get("phase") == "live" else str(event.get("phase") or "none")
+        phase = (
+            "live" if event.get("phase") == "live" else _label(str(event.get("phase") or "none"))
+        )
         in_request = event.get("request_id") is not None
         if kind == "compile_start":
             if key not in state.open:
@@ -187,15 +190,16 @@ def step0_spike(walls: dict[int, float]) -> bool:
 
 
 def _label(value: str) -> str:
-    text = "".join(c if c.isprintable() else "?" for c in value)
-    return text[:MAX_LABEL]
+    return label(value, MAX_LABEL)
 
 
 def _labels(labels: Labels) -> str:
     if not labels:
         return ""
+    # Every value passes the one sanitiser here too: a newline in any label (a run folder's
+    # name, a phase) would end the sample line and make the whole exposition unparseable.
     escaped = (
-        f'{key}="{value.replace(chr(92), chr(92) * 2).replace(chr(34), chr(92) + chr(34))}"'
+        f'{key}="{_label(value).replace(chr(92), chr(92) * 2).replace(chr(34), chr(92) + chr(34))}"'
         for key, value in labels
     )
     return "{" + ",".join(escaped) + "}"

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from diag.endings import UNFINISHED, handler_exits, shutdown_detail, unfinished_messages
+from diag.printable import one_line
 from diag.processes import boot_id, is_alive
 from diag.trace.format import (
     BOOTSTRAP_ERRORS,
@@ -719,10 +720,11 @@ def _warmup_notice(run: RunData) -> list[Notice]:
 
 def status_lines(visibility: Visibility) -> list[str]:
     """The head of a text rendering: the status, then each notice with how to show it."""
-    lines = [f"recording: {visibility.status.detail}"]
+    # Each on its own line, whatever a trace's name in it holds (diag.printable).
+    lines = [f"recording: {one_line(visibility.status.detail)}"]
     for notice in visibility.notices:
-        lines.append(f"NOTICE  {notice.message}")
-        lines.append(f"        how: {notice.how}")
+        lines.append(f"NOTICE  {one_line(notice.message)}")
+        lines.append(f"        how: {one_line(notice.how)}")
     return lines
 
 
