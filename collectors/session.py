@@ -28,6 +28,9 @@ from diag.trace.format import (
     ENV_TRACE_DIR,
     EVENTS_FILE,
     RUN_COMPILED,
+    env_count,
+    env_rank,
+    env_world_size,
     process_dir_name,
     run_dir,
 )
@@ -41,9 +44,9 @@ def current_session() -> Session | None:
 
 def _rank() -> int | None:
     for name in ("RANK", "LOCAL_RANK"):
-        value = os.environ.get(name)
-        if value is not None and value.isdigit():
-            return int(value)
+        rank = env_rank(os.environ.get(name))  # one reading, shared with the reader
+        if rank is not None:
+            return rank
     return None
 
 
@@ -66,7 +69,7 @@ class Session:
         max_size = os.environ.get(ENV_MAX_SIZE, "")
         self.writer = EventWriter(
             self.proc_dir / EVENTS_FILE,
-            max_bytes=int(max_size) if max_size.isdigit() else 0,
+            max_bytes=env_count(max_size),
             position=self._position,
             on_stop=self._stopped,
         )
@@ -166,9 +169,7 @@ class Session:
             pid=self.pid,
             ppid=os.getppid(),
             rank=self.rank,
-            world_size=int(os.environ["WORLD_SIZE"])
-            if os.environ.get("WORLD_SIZE", "").isdigit()
-            else None,
+            world_size=env_world_size(os.environ.get("WORLD_SIZE")),
             argv=sys.argv,
             wall_ns=time.time_ns(),
             start_ticks=process_start_ticks(self.pid),

@@ -34,6 +34,7 @@ from diag.printable import label
 from diag.spikes import is_spike
 from diag.stats import MIN_STEPS, sample
 from diag.trace import jsontext
+from diag.trace.confine import OutsideTrace, open_regular
 from diag.trace.format import EVENTS_FILE, RUNS_DIR
 
 #: Label values are cut to this many characters (a task id is chosen by a client).
@@ -232,10 +233,10 @@ class EventTail:
     def read_file(self, counters: LiveCounters, run: str, path: Path) -> None:
         offset = self._offsets.get(path, 0)
         try:
-            with open(path, "rb") as handle:
+            with open_regular(path, follow=False) as handle:  # never a FIFO: a scrape waits
                 handle.seek(offset)
                 data = handle.read(MAX_READ)
-        except OSError:
+        except (OSError, OutsideTrace):
             return
         if not data:
             return

@@ -318,10 +318,7 @@ class _RunTracks:
                     f"{anchored.folder.name}/{file}: no clock anchor in the process: left out"
                 )
                 continue
-            folder = (
-                None if self.run.cache_dir is None else self.run.cache_dir / anchored.folder.name
-            )
-            parsed = cache.load_kineto(path, folder)
+            parsed = cache.load_kineto(path, self.run.window_cache(anchored))
             tracks = self.processes[anchored.pid][1]
             place = self._kineto_clock(anchored, parsed.base_ns)
             _add_window_events(tracks, parsed, place, launched_in)

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from diag.trace.confine import open_for_write
 from diag.trace.format import step_segment_name
 from diag.trace.reserve import PROCESS_RESERVE_BYTES, free_reserve, make_reserve
 
@@ -120,7 +121,7 @@ class EventWriter:
         self._fd = -1
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            self._fd = open_for_write(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
         except OSError as exc:
             self.stopped = True
             self.stop_reason = write_failure_reason(exc)
@@ -196,7 +197,7 @@ class EventWriter:
         self._segment_count += 1
         path = self.folder / step_segment_name(self._segment_count)
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o644)
+            fd = open_for_write(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC)
         except OSError:
             self._failed_fd = self._fd
             raise

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from diag.trace import jsontext
+from diag.trace.confine import OutsideTrace, open_regular
 from diag.trace.format import EVENTS_FILE
 from diag.trace.numerals import parse_int
 
@@ -27,11 +28,11 @@ FULL_BELOW = 256 << 10
 
 def _tail(path: Path) -> bytes:
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path, follow=False) as handle:  # never a FIFO nor a link
             size = handle.seek(0, os.SEEK_END)
             handle.seek(max(0, size - TAIL_BYTES))
             return handle.read()
-    except OSError:
+    except (OSError, OutsideTrace):
         return b""
 
 
