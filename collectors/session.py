@@ -164,25 +164,7 @@ class Session:
         torch = self.torch
         if self.writer.stopped:  # not even the event file could be made: record nothing here
             return
-        self.emit(
-            "process_start",
-            pid=self.pid,
-            ppid=os.getppid(),
-            rank=self.rank,
-            world_size=env_world_size(os.environ.get("WORLD_SIZE")),
-            argv=sys.argv,
-            wall_ns=time.time_ns(),
-            start_ticks=process_start_ticks(self.pid),
-            label=self.label,
-            stance=self.stance,
-            versions={
-                "python": sys.version.split()[0],
-                "torch": torch.__version__,
-                "cuda": torch.version.cuda,
-                "triton": _package_version("triton"),
-                "diag": __version__,
-            },
-        )
+        self._process_start()
         if self.stance == "force_eager":
             self.guarded("stance", torch.compiler.set_stance, "force_eager")
         from . import cache, compile_timing, compiles, hygiene, profiling, shapes, steps
@@ -224,6 +206,52 @@ class Session:
         for name in ("magi_compiler", "magi_compiler.api"):
             on_import(name, lambda module: self.guarded("magi", magi.install, self, module))
         atexit.register(self.end)
+
+    def _process_start(self, ppid: int | None = None) -> None:
+        torch = self.torch
+        self.emit(
+            "process_start",
+            pid=self.pid,
+            ppid=os.getppid() if ppid is None else ppid,
+            rank=self.rank,
+            world_size=env_world_size(os.environ.get("WORLD_SIZE")),
+            argv=sys.argv,
+            wall_ns=time.time_ns(),
+            start_ticks=process_start_ticks(self.pid),
+            label=self.label,
+            stance=self.stance,
+            versions={
+                "python": sys.version.split()[0],
+                "torch": torch.__version__,
+                "cuda": torch.version.cuda,
+                "triton": _package_version("triton"),
+                "diag": __version__,
+            },
+        )
+
+    def forked(self) -> None:
+        """In a child made by os.fork() (multiprocessing's fork start method, a pre-forking
+        server): the child is a process of its own. Its events go to its own folder under its
+        own pid, beginning with its process_start (ppid: the parent); its requests start
+        afresh (a request open in the parent at the fork is the parent's). A forked child has
+        no rank of its own (RANK is the parent's). Never raises."""
+        try:
+            parent, self.pid, self.rank = self.pid, os.getpid(), None
+            self.proc_dir = self.proc_dir.parent / process_dir_name(self.pid, None)
+            self.writer.forked(self.proc_dir / EVENTS_FILE)
+            if self.steps is not None:
+                phase = self.steps.phase
+                self.steps = type(self.steps)(self)
+                self.steps.phase = phase
+            self._process_start(ppid=parent)
+            # multiprocessing's children end with os._exit (no atexit) after its own exit
+            # function ran the finalizers; a child clears them first, then runs the
+            # after-fork callbacks: the finalizer that writes process_end is made there.
+            util = sys.modules.get("multiprocessing.util")
+            if util is not None:
+                util.register_after_fork(self, _finalize_in_child)
+        except Exception as exc:  # noqa: BLE001 - never let diag break the child
+            self.collector_error("fork", exc)
 
     def end(self) -> None:
         """At exit: the final cache entries, the profiler flushed, the process's last event."""
@@ -272,4 +300,17 @@ def start_session() -> Session | None:
     session = Session(Path(trace_dir), os.environ.get(ENV_RUN_LABEL, RUN_COMPILED))
     _SESSION = session
     session.start()
+    os.register_at_fork(after_in_child=_after_fork_in_child)
     return session
+
+
+def _finalize_in_child(session: Session) -> None:
+    import multiprocessing.util
+
+    multiprocessing.util.Finalize(None, session.end, exitpriority=-(2**20))
+
+
+def _after_fork_in_child() -> None:
+    session = _SESSION
+    if session is not None and not session.ended and not session.writer.stopped:
+        session.forked()
