@@ -12,7 +12,7 @@ from diag.analysis import analyze
 from diag.check import run_check
 from diag.check.policy import Policy
 from diag.check.render import verdict_text
-from diag.errors import DiagError
+from diag.errors import EXIT_INTERNAL, DiagError
 from diag.findings import findings_to_text
 from diag.inputs import input_warnings, open_input
 from diag.status import assess
@@ -37,6 +37,7 @@ def run_case(item: ConfusedTrace, folder: Path, tui: bool = False, report: bool 
         trace = open_input(folder)
     except DiagError as exc:
         _one_line(exc.message)
+        assert exc.exit_code != EXIT_INTERNAL, exc.message
         try:
             run_check(folder, Policy())
         except DiagError as again:
@@ -64,6 +65,9 @@ def run_case(item: ConfusedTrace, folder: Path, tui: bool = False, report: bool 
         load_kernels(data)
         assert input_warnings(data.trace) == warnings, item.name
     if report:
+        import diag
+
+        diag.open(folder).steps  # noqa: B018 - a notebook's first frame; never a raw error
         from diag.report.build import build_report
 
         build_report(trace, findings, hta=False)
