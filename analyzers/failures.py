@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from diag.claims import claim
 from diag.findings import Finding
 from diag.frames import label as frame_label
+from diag.trace.numerals import parse_int
 from diag.trace.run import Compile, Event, RunData, Trace
 
 from .common import format_seconds, id_suffix, process_lines
@@ -394,14 +395,16 @@ def user_line(reason: str) -> UserLine | None:
     last = frames[-1]
     rest = section.group("stack")[last.end() :].lstrip("\n").splitlines()
     code = rest[0].strip() if rest and rest[0].strip() else None
-    return UserLine(last.group("file"), int(last.group("line")), code)
+    number = parse_int(last.group("line"))
+    return UserLine(last.group("file"), number, code) if number is not None else None
 
 
 def _located(where: str | None) -> UserLine | None:
     if not where or ":" not in where:
         return None
     file, _, line = where.rpartition(":")
-    return UserLine(file, int(line), None) if line.isdigit() else None
+    number = parse_int(line)
+    return UserLine(file, number, None) if number is not None else None
 
 
 def _marked_dims(reason: str) -> list[tuple[str, str | None]]:

@@ -41,6 +41,7 @@ from diag.guards import (
 from diag.rankset import ranks_text
 from diag.request_names import request_label, request_name
 from diag.trace.inflight import CUT_OFF
+from diag.trace.numerals import parse_int
 from diag.trace.run import Compile, Frame, Guard, Request, RunData, Trace
 
 from .common import format_seconds as _secs
@@ -503,7 +504,9 @@ def _coverage_sentence(cov: _Coverage, rid: str, guard: Guard | None) -> str:
     parts: list[str] = []
     for i in cov.static_gaps:
         name = _dim_name(cov, i)
-        fixed = cov.warm[0][i]
+        # From a warmup shape of the live shape's rank: warmup may serve other ranks too
+        # (images 8x8 and videos 2x12x8), and those have no dim i.
+        fixed = next(w[i] for w in cov.warm if len(w) == len(cov.shape))
         text = (
             f"{name} {cov.shape[i]} was never warmed: warmup kept the {name} at {fixed}, "
             f"so Dynamo left it static"
@@ -524,9 +527,9 @@ def _guard_scale(guard: Guard | None, old: int, new: int, name: str) -> str:
     """' (freqs_w 4 -> 6 scales as the width 8 -> 12)' when the guard's sizes follow the dim."""
     if guard is None or old == 0:
         return ""
-    try:
-        expected, actual = int(str(guard.expected)), int(str(guard.actual))
-    except ValueError:
+    expected = parse_int(str(guard.expected), signed=True)
+    actual = parse_int(str(guard.actual), signed=True)
+    if expected is None or actual is None:
         return ""
     if expected and abs(actual / expected - new / old) < 1e-9:
         return f" ({guard.source} {expected} -> {actual} scales as the {name} {old} -> {new})"

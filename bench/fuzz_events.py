@@ -1,9 +1,13 @@
-"""The type-confusion fuzzer of tests/unit/test_fuzz_events.py, for more cases: `--n` type-
-confused copies of a real recording's events (tests/fuzz_corpus.py, `confused_traces`) through
-analyze, check, the TUI's two loading stages and the report, in this process. Prints the
-outcomes, and each case that raised grouped by where it raised (the innermost diag frame).
+"""The fuzzers of tests/unit/test_fuzz_events.py and test_fuzz_layouts.py at full size: `--n`
+type-confused copies of a real recording's events (tests/fuzz_corpus.py, `confused_traces`:
+wrong types, odd numerals, lone surrogates) through analyze, check, the TUI's two loading
+stages and the report, in this process; with `--layouts`, then every hostile layout of
+tests/fuzz_layouts.py (FIFOs, sockets, folders and links in each position a reader or the
+writer touches, odd numerals in file names) through analyze, check, diag.open, export and
+the report, each under an alarm (a hang is counted as one). Prints the outcomes, and each
+case that raised grouped by where it raised (the innermost diag frame).
 
-    python bench/fuzz_events.py [--n 5000] [--seed 7] [--heavy-every 10] > bench/results/...
+    python bench/fuzz_events.py [--n 5000] [--seed 7] [--heavy-every 10] [--layouts]
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=5000)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--heavy-every", type=int, default=10, help="TUI loader and report")
+    parser.add_argument("--layouts", action="store_true", help="also every hostile layout")
     args = parser.parse_args()
     outcomes: Counter[str] = Counter()
     sites: Counter[str] = Counter()
@@ -57,6 +62,47 @@ def main() -> None:
         print(f"  {name:8} {outcomes.get(name, 0)}")
     for site, count in sites.most_common():
         print(f"  raised at {site}: {count}, e.g. {examples[site]}")
+    if args.layouts:
+        _layouts()
+
+
+def _layouts() -> None:
+    from tests.fuzz_layouts import (
+        Hang,
+        layouts,
+        run_layout,
+        run_writer_layout,
+        warmed_base,
+        writer_layouts,
+    )
+
+    outcomes: Counter[str] = Counter()
+    failed: list[str] = []
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="diag-layouts-") as tmp:
+        base = warmed_base(Path(tmp))
+        cases = [
+            (x.name, lambda x=x: run_layout(x, base, Path(tmp) / "c", True)) for x in layouts()
+        ]
+        cases += [
+            (f"writer {k}@{p}", lambda p=p, k=k: str(run_writer_layout(p, k, Path(tmp) / "w")))
+            for p, k in writer_layouts()
+        ]
+        for name, run in cases:
+            try:
+                outcomes[run()] += 1
+            except Hang:
+                outcomes["hang"] += 1
+                failed.append(f"{name}: hang")
+            except Exception as exc:  # noqa: BLE001 - counted and printed below
+                outcomes["raised"] += 1
+                failed.append(f"{name}: {_site(exc)}: {exc}"[:300])
+    elapsed = time.perf_counter() - started
+    print(f"hostile layouts: {len(cases)} cases (the writer stopped: True), {elapsed:.0f} s")
+    for name, count in sorted(outcomes.items()):
+        print(f"  {name:8} {count}")
+    for line in failed:
+        print(f"  {line}")
 
 
 if __name__ == "__main__":

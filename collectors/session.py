@@ -28,6 +28,9 @@ from diag.trace.format import (
     ENV_TRACE_DIR,
     EVENTS_FILE,
     RUN_COMPILED,
+    env_count,
+    env_rank,
+    env_world_size,
     process_dir_name,
     run_dir,
 )
@@ -43,9 +46,9 @@ def current_session() -> Session | None:
 
 def _rank() -> int | None:
     for name in ("RANK", "LOCAL_RANK"):
-        value = os.environ.get(name)
-        if value is not None and value.isdigit():
-            return int(value)
+        rank = env_rank(os.environ.get(name))  # one reading, shared with the reader
+        if rank is not None:
+            return rank
     return None
 
 
@@ -68,7 +71,7 @@ class Session:
         max_size = os.environ.get(ENV_MAX_SIZE, "")
         self.writer = EventWriter(
             self.proc_dir / EVENTS_FILE,
-            max_bytes=int(max_size) if max_size.isdigit() else 0,
+            max_bytes=env_count(max_size),
             position=self._position,
             on_stop=self._stopped,
         )
@@ -171,27 +174,7 @@ class Session:
         torch = self.torch
         if self.writer.stopped:  # not even the event file could be made: record nothing here
             return
-        self.emit(
-            "process_start",
-            pid=self.pid,
-            ppid=os.getppid(),
-            rank=self.rank,
-            world_size=int(os.environ["WORLD_SIZE"])
-            if os.environ.get("WORLD_SIZE", "").isdigit()
-            else None,
-            argv=sys.argv,
-            wall_ns=time.time_ns(),
-            start_ticks=process_start_ticks(self.pid),
-            label=self.label,
-            stance=self.stance,
-            versions={
-                "python": sys.version.split()[0],
-                "torch": torch.__version__,
-                "cuda": torch.version.cuda,
-                "triton": _package_version("triton"),
-                "diag": __version__,
-            },
-        )
+        self._process_start()
         if self.stance == "force_eager":
             self.guarded("stance", torch.compiler.set_stance, "force_eager")
         from . import cache, compile_timing, compiles, hygiene, profiling, shapes, steps
@@ -234,6 +217,52 @@ class Session:
             on_import(name, lambda module: self.install("magi", magi.install, self, module))
         # An exception in an atexit hook is printed on the program's stderr: guarded too.
         atexit.register(self.guarded, "end", self.end)
+
+    def _process_start(self, ppid: int | None = None) -> None:
+        torch = self.torch
+        self.emit(
+            "process_start",
+            pid=self.pid,
+            ppid=os.getppid() if ppid is None else ppid,
+            rank=self.rank,
+            world_size=env_world_size(os.environ.get("WORLD_SIZE")),
+            argv=sys.argv,
+            wall_ns=time.time_ns(),
+            start_ticks=process_start_ticks(self.pid),
+            label=self.label,
+            stance=self.stance,
+            versions={
+                "python": sys.version.split()[0],
+                "torch": torch.__version__,
+                "cuda": torch.version.cuda,
+                "triton": _package_version("triton"),
+                "diag": __version__,
+            },
+        )
+
+    def forked(self) -> None:
+        """In a child made by os.fork() (multiprocessing's fork start method, a pre-forking
+        server): the child is a process of its own. Its events go to its own folder under its
+        own pid, beginning with its process_start (ppid: the parent); its requests start
+        afresh (a request open in the parent at the fork is the parent's). A forked child has
+        no rank of its own (RANK is the parent's). Never raises."""
+        try:
+            parent, self.pid, self.rank = self.pid, os.getpid(), None
+            self.proc_dir = self.proc_dir.parent / process_dir_name(self.pid, None)
+            self.writer.forked(self.proc_dir / EVENTS_FILE)
+            if self.steps is not None:
+                phase = self.steps.phase
+                self.steps = type(self.steps)(self)
+                self.steps.phase = phase
+            self._process_start(ppid=parent)
+            # multiprocessing's children end with os._exit (no atexit) after its own exit
+            # function ran the finalizers; a child clears them first, then runs the
+            # after-fork callbacks: the finalizer that writes process_end is made there.
+            util = sys.modules.get("multiprocessing.util")
+            if util is not None:
+                util.register_after_fork(self, _finalize_in_child)
+        except Exception as exc:  # noqa: BLE001 - never let diag break the child
+            self.collector_error("fork", exc)
 
     def end(self) -> None:
         """At exit: the final cache entries, the profiler flushed, the process's last event."""
@@ -282,4 +311,17 @@ def start_session() -> Session | None:
     session = Session(Path(trace_dir), os.environ.get(ENV_RUN_LABEL, RUN_COMPILED))
     _SESSION = session
     session.start()
+    os.register_at_fork(after_in_child=_after_fork_in_child)
     return session
+
+
+def _finalize_in_child(session: Session) -> None:
+    import multiprocessing.util
+
+    multiprocessing.util.Finalize(None, session.end, exitpriority=-(2**20))
+
+
+def _after_fork_in_child() -> None:
+    session = _SESSION
+    if session is not None and not session.ended and not session.writer.stopped:
+        session.forked()

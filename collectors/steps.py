@@ -13,7 +13,7 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from diag.trace.format import ENV_WARMUP_REQUESTS
+from diag.trace.format import ENV_WARMUP_REQUESTS, env_count
 
 if TYPE_CHECKING:
     from .session import Session
@@ -27,7 +27,7 @@ LABEL_MAX = 128
 def warmup_requests_from_env() -> int:
     """`diag record --warmup-requests N`: N, or 0 (none counted) when unset or malformed."""
     value = os.environ.get(ENV_WARMUP_REQUESTS, "")
-    return int(value) if value.isdigit() else 0
+    return env_count(value)
 
 
 class StepTracker:

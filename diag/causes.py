@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from diag.trace.numerals import parse_int
 from diag.trace.run import Compile, Guard, RunData
 
 #: Guard kinds that are properties of a tensor argument: an entry failing on one was compiled
@@ -338,9 +339,11 @@ def _call_facts(guards: list[Guard]) -> Facts:
         if guard.kind not in ("tensor-size", "tensor-stride") or guard.source is None:
             continue
         match = _AT_INDEX.search(guard.raw)
-        if match is None or guard.actual is None or not guard.actual.lstrip("-").isdigit():
+        actual = parse_int(guard.actual, signed=True)
+        index = parse_int(match.group(2)) if match else None
+        if match is None or actual is None or index is None:
             continue
-        facts[(guard.source, match.group(1), int(match.group(2)))] = int(guard.actual)
+        facts[(guard.source, match.group(1), index)] = actual
     return facts
 
 

@@ -9,7 +9,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from diag.printable import printable
+from diag.printable import one_line, printable
 
 if TYPE_CHECKING:
     from diag.status import Visibility
@@ -123,18 +123,20 @@ def findings_to_text(
     for finding in sort_findings(findings):
         if finding.group in shown:
             continue  # listed under its headline
-        lines.append(f"{finding.severity.upper():7} [{finding.analyzer}] {finding.title}")
+        # Each field on its own line, whatever a trace's name in it holds (diag.printable).
+        title = one_line(finding.title)
+        lines.append(f"{finding.severity.upper():7} [{finding.analyzer}] {title}")
         if finding.location:
-            lines.append(f"        at {shown_location(finding.location)}")
-        evidence = [shared.pointed(item) for item in finding.evidence]
+            lines.append(f"        at {one_line(shown_location(finding.location))}")
+        evidence = [one_line(shared.pointed(item)) for item in finding.evidence]
         if not verbose and len(evidence) > MAX_EVIDENCE:
             more = len(evidence) - (MAX_EVIDENCE - 1)
             hidden += more
             evidence = [*evidence[: MAX_EVIDENCE - 1], f"... {more} more line(s) of evidence"]
         lines.extend(f"        - {item}" for item in evidence)
         if finding.fix:  # an info finding that needs no action has no fix
-            lines.append(f"        fix: {shared.pointed(finding.fix)}")
-        lines.append(f"        id: {finding.id}")
+            lines.append(f"        fix: {one_line(shared.pointed(finding.fix))}")
+        lines.append(f"        id: {one_line(finding.id)}")
         lines.extend(related_lines(finding, findings))
         lines.append("")
     for name, text in shared.used():

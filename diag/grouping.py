@@ -25,6 +25,7 @@ import dataclasses
 from collections.abc import Iterable
 
 from diag.findings import Finding
+from diag.printable import one_line
 
 #: Who heads a group: the cause before its consequences.
 HEADLINE_ORDER = (
@@ -172,8 +173,8 @@ def related_lines(finding: Finding, findings: Iterable[Finding]) -> list[str]:
         other = by_id.get(rid)
         if other is not None:
             lines.append(
-                f"          {other.severity.upper():7} [{other.analyzer}] {other.title} "
-                f"(id: {other.id})"
+                f"          {other.severity.upper():7} [{other.analyzer}] "
+                f"{one_line(other.title)} (id: {one_line(other.id)})"
             )
     return lines
 

@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
+from diag.trace.numerals import parse_int
+
 GuardKind = Literal[
     "tensor-size",
     "tensor-stride",
@@ -565,7 +567,7 @@ def _dims(text: str) -> list[int | None]:
         part = part.strip()
         if not part:
             continue
-        values.append(int(part) if part.lstrip("-").isdigit() else None)
+        values.append(parse_int(part, signed=True))
     return values
 
 
@@ -682,8 +684,8 @@ def explain_stride_guard(condition: str) -> str | None:
     match = _STRIDE_EQ.match(condition.strip())
     if match is None:
         return None
-    i, j, n = int(match.group("i")), int(match.group("j")), match.group("n")
-    if j != i + 1:
+    i, j, n = parse_int(match.group("i")), parse_int(match.group("j")), match.group("n")
+    if i is None or j is None or j != i + 1:
         return None
     return (
         f"`{match.group('t')}` is contiguous, so its dim-{i} stride is its dim-{j} size times the "

@@ -25,14 +25,16 @@ Standard library only: the launcher imports it.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from diag.printable import label
 from diag.spikes import is_spike
 from diag.stats import MIN_STEPS, sample
+from diag.trace import jsontext
+from diag.trace.confine import OutsideTrace, open_regular
 from diag.trace.format import EVENTS_FILE, RUNS_DIR
 
 #: Label values are cut to this many characters (a task id is chosen by a client).
@@ -98,7 +100,9 @@ class LiveCounters:
         if isinstance(frame, dict) and isinstance(frame.get("name"), str):
             state.frames[frame_key] = frame["name"]
         name = _label(state.frames.get(frame_key, "?"))
-        phase = "live" if event.get("phase") == "live" else str(event.get("phase") or "none")
+        phase = (
+            "live" if event.get("phase") == "live" else _label(str(event.get("phase") or "none"))
+        )
         in_request = event.get("request_id") is not None
         if kind == "compile_start":
             if key not in state.open:
@@ -187,15 +191,16 @@ def step0_spike(walls: dict[int, float]) -> bool:
 
 
 def _label(value: str) -> str:
-    text = "".join(c if c.isprintable() else "?" for c in value)
-    return text[:MAX_LABEL]
+    return label(value, MAX_LABEL)
 
 
 def _labels(labels: Labels) -> str:
     if not labels:
         return ""
+    # Every value passes the one sanitiser here too: a newline in any label (a run folder's
+    # name, a phase) would end the sample line and make the whole exposition unparseable.
     escaped = (
-        f'{key}="{value.replace(chr(92), chr(92) * 2).replace(chr(34), chr(92) + chr(34))}"'
+        f'{key}="{_label(value).replace(chr(92), chr(92) * 2).replace(chr(34), chr(92) + chr(34))}"'
         for key, value in labels
     )
     return "{" + ",".join(escaped) + "}"
@@ -228,10 +233,10 @@ class EventTail:
     def read_file(self, counters: LiveCounters, run: str, path: Path) -> None:
         offset = self._offsets.get(path, 0)
         try:
-            with open(path, "rb") as handle:
+            with open_regular(path, follow=False) as handle:  # never a FIFO: a scrape waits
                 handle.seek(offset)
                 data = handle.read(MAX_READ)
-        except OSError:
+        except (OSError, OutsideTrace):
             return
         if not data:
             return
@@ -242,8 +247,8 @@ class EventTail:
             self._partial[path] = lines[-1]  # a line still being written: read it next time
         for raw in lines[:-1]:
             try:
-                event = json.loads(raw)
-            except (ValueError, UnicodeDecodeError):
+                event = jsontext.loads(raw)
+            except (ValueError, RecursionError):
                 continue
             if isinstance(event, dict):
                 counters.observe(run, str(path), event)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from diag.errors import DiagError
+from diag.trace.confine import MAX_MANIFEST_BYTES, OutsideTrace, open_regular
 from diag.trace.format import FORMAT_NAME, MANIFEST, safe_name
 from diag.trace.manifest import write_manifest
 from diag.trace.reserve import LAUNCHER_RESERVE_BYTES, make_reserve
@@ -41,8 +42,10 @@ def is_replaceable(path: Path) -> bool:
     try:
         if not any(path.iterdir()):
             return True
-        manifest = json.loads((path / MANIFEST).read_bytes())
-    except (OSError, ValueError, RecursionError):
+        # A FIFO or device named manifest.json is not diag's: never waited on nor read.
+        with open_regular(path / MANIFEST, follow=False) as handle:
+            manifest = json.loads(handle.read(MAX_MANIFEST_BYTES))
+    except (OSError, OutsideTrace, ValueError, RecursionError):
         return False
     return isinstance(manifest, dict) and manifest.get("format") == FORMAT_NAME
 

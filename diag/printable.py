@@ -10,6 +10,13 @@ format characters) is written as `\\xNN` (`\\uNNNN`, `\\UNNNNNNNN`). A newline s
 multi-line text; `one_line` makes it, a tab and a carriage return a space, as a message of one
 line needs. JSON output escapes by construction and HTML has its own escaping
 (diag.report.escape).
+
+The other faces take their text from here too: `one_line` for a value that must stay on its
+line (a finding's title, evidence, fix and id in analyze's text, so that a frame name holding
+a newline cannot forge a finding line), `label` for a Prometheus label value of the live
+metrics (one line, bounded) and `annotation` for `check --format github` (escapes shown, line
+breaks kept for escape_data to encode). A lone surrogate (half a UTF-16 pair, which no
+encoder writes) is not printable either: it is shown as `\\udXXX`, never written raw.
 """
 
 from __future__ import annotations
@@ -27,6 +34,27 @@ def printable(text: str, one_line: bool = False) -> str:
     if one_line:
         return _escape(text, one_line=True)
     return "\n".join(line if line.isprintable() else _escape(line) for line in text.split("\n"))
+
+
+def one_line(text: str, limit: int | None = None) -> str:
+    """`text` printable on one line (newlines, tabs and carriage returns as spaces), cut to
+    `limit` characters (the last one an ellipsis) when it is longer."""
+    line = printable(text, one_line=True)
+    if limit is not None and len(line) > limit:
+        return line[: max(0, limit - 1)] + "\u2026"
+    return line
+
+
+def label(value: object, limit: int) -> str:
+    """A Prometheus label value: printable, one line, at most `limit` characters (the
+    exposition then escapes backslashes and quotes)."""
+    return one_line(value if isinstance(value, str) else str(value))[:limit]
+
+
+def annotation(text: str) -> str:
+    """A GitHub workflow command's message: escapes shown, line breaks kept (escape_data
+    encodes them as %0A, which GitHub shows as line breaks inside the one annotation)."""
+    return printable(text.replace("\r\n", "\n"))
 
 
 def _escape(text: str, one_line: bool = False) -> str:

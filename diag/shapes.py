@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
+from diag.trace.numerals import parse_int
 from diag.trace.run import Frame, RunData
 
 #: (pid, frame) -> (argument, dim) -> the sizes sampled calls had there.
@@ -22,7 +23,8 @@ _MAGI_INPUT = re.compile(r"^\(\((?P<shape>[\d, ]*)\),")
 def size_source(source: str) -> tuple[str, int] | None:
     """`L['x'].size()[1]` -> ("x", 1); None for anything that is not an argument's dim."""
     match = _SIZE_SOURCE.match(source)
-    return (match.group("arg"), int(match.group("dim"))) if match else None
+    dim = parse_int(match.group("dim")) if match else None
+    return (match.group("arg"), dim) if match and dim is not None else None
 
 
 def as_compiled(frame: Frame) -> Frame:
@@ -37,7 +39,9 @@ def _magi_shape(text: object) -> list[int] | None:
     match = _MAGI_INPUT.match(text) if isinstance(text, str) else None
     if match is None:
         return None
-    return [int(part) for part in match.group("shape").replace(" ", "").split(",") if part]
+    parts = [p for p in match.group("shape").replace(" ", "").split(",") if p]
+    dims = [parse_int(part) for part in parts]
+    return None if None in dims else [d for d in dims if d is not None]
 
 
 def magi_calls(run: RunData) -> list[tuple[int, Frame, dict[str, list[int]], int]]:

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from diag.endings import UNFINISHED, handler_exits, shutdown_detail, unfinished_messages
+from diag.printable import one_line
 from diag.processes import boot_id, is_alive
 from diag.trace.format import (
     BOOTSTRAP_ERRORS,
@@ -30,6 +31,7 @@ from diag.trace.format import (
     STATUS_KILLED,
     STATUS_RUNNING,
 )
+from diag.trace.numerals import parse_int
 from diag.trace.run import Event, Process, RunData, Trace
 
 # Notice kinds (docs/FINDINGS.md).
@@ -351,10 +353,10 @@ def worker_teardown(run: RunData, message: str) -> tuple[int, int, str, int] | N
     a rank that died of a fault signal after it reached diag's exit hook, with no crash of its
     own: its work ran to the end and it died in interpreter teardown."""
     root = root_cause(message)
-    code = int(root.group("code")) if root else 0
-    if root is None or -code not in _FAULT_SIGNALS:
+    code = parse_int(root.group("code"), signed=True) if root else None
+    rank = parse_int(root.group("rank")) if root else None
+    if code is None or rank is None or -code not in _FAULT_SIGNALS:
         return None
-    rank = int(root.group("rank"))
     ended = [p for p in run.processes if p.rank == rank and p.ended]
     if not ended or any(c.pid == ended[0].pid for c in run.of("crash")):
         return None
@@ -771,10 +773,11 @@ def _warmup_notice(run: RunData) -> list[Notice]:
 
 def status_lines(visibility: Visibility) -> list[str]:
     """The head of a text rendering: the status, then each notice with how to show it."""
-    lines = [f"recording: {visibility.status.detail}"]
+    # Each on its own line, whatever a trace's name in it holds (diag.printable).
+    lines = [f"recording: {one_line(visibility.status.detail)}"]
     for notice in visibility.notices:
-        lines.append(f"NOTICE  {notice.message}")
-        lines.append(f"        how: {notice.how}")
+        lines.append(f"NOTICE  {one_line(notice.message)}")
+        lines.append(f"        how: {one_line(notice.how)}")
     return lines
 
 

@@ -15,7 +15,13 @@ import msgspec
 
 from diag.printable import printable
 from diag.trace import schema as ev
-from diag.trace.confine import MAX_NOTES_BYTES, OutsideTrace, checked_file, read_small
+from diag.trace.confine import (
+    MAX_NOTES_BYTES,
+    OutsideTrace,
+    checked_file,
+    open_regular,
+    read_small,
+)
 from diag.trace.format import BOOTSTRAP_ERRORS, EVENTS_FILE, RUNS_DIR, process_event_files
 from diag.trace.lines import Tally, Unknown, decode_object, read_events
 
@@ -23,7 +29,11 @@ from diag.trace.lines import Tally, Unknown, decode_object, read_events
 def iter_events(path: Path) -> Iterator[dict[str, Any]]:
     """Each event of a JSONL event file as the dict written, when it is valid against its
     kind's schema (diag.trace.schema); a torn or corrupt line is skipped."""
-    with open(path, "rb") as handle:
+    try:
+        handle = open_regular(path, follow=False)  # a FIFO or a link is not an event file
+    except (OSError, OutsideTrace):
+        return
+    with handle:
         for line in handle:
             event = decode_event(line)
             if event is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import json
 import random
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -403,6 +404,26 @@ _EVENT_VALUES: tuple[Any, ...] = (
     "\x1b[2J\x1b]0;PWNED\x07",
     "../../../etc/passwd",
     "/dev/zero",
+    *(
+        # Numerals int() refuses or misreads, lone surrogates, and text diag parses numbers
+        # out of (a location's line, a guard's sizes, torchrun's rank and exit code).
+        "²",
+        "٣",
+        "9" * 5000,
+        "-" + "9" * 5000,
+        "\ud800",
+        "\udfff\ud800",
+        "x\ud83d",
+        "\n1",
+        "/srv/model.py:²",
+        "/srv/model.py:" + "9" * 5000,
+        "tensor 'x' size mismatch at index ². expected ٣, actual " + "9" * 5000,
+        "L['x'].size()[" + "9" * 5000 + "]",
+        "rank: ² (local_rank: 0)\n  exitcode  : -" + "9" * 5000,
+        'File "/srv/m.py", line ' + "9" * 5000 + ", in forward",
+        "torch_dynamo_resume_in_forward_at_" + "9" * 5000,
+        "ProfilerStep#\u00b2",
+    ),
 )
 _MANIFEST_KEYS = (
     "format", "version", "status", "command", "cwd", "started", "ended", "host",
@@ -443,8 +464,28 @@ def _odd(rng: random.Random) -> tuple[Any, str | None]:
     return rng.choice(_EVENT_VALUES), None
 
 
+_ODD_DIGITS = ("²", "٣", "9" * 5000, "1" * 25, "\ud800", "٣\ud800")
+_DIGIT_RUN = re.compile(r"[0-9]+")
+
+
+def _odd_numerals(rng: random.Random, value: Any) -> Any:
+    """`value` with every run of ASCII digits in its strings (keys kept) replaced by one odd
+    numeral: the text diag parses numbers out of, in the shape torch writes it."""
+    if isinstance(value, str):
+        odd = rng.choice(_ODD_DIGITS)
+        return _DIGIT_RUN.sub(lambda _m: odd, value)
+    if isinstance(value, list):
+        return [_odd_numerals(rng, item) for item in value]
+    if isinstance(value, dict):
+        return {k: v if k == "ev" else _odd_numerals(rng, v) for k, v in value.items()}
+    return value
+
+
 def _confuse(rng: random.Random, event: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
-    """One known field of the event (or of a nested object in it) given an odd value."""
+    """One known field of the event (or of a nested object in it) given an odd value; or, one
+    time in four, every number written inside its strings replaced by an odd numeral."""
+    if rng.random() < 0.25:
+        return _odd_numerals(rng, event), None
     target = event
     nested = [v for v in event.values() if isinstance(v, dict) and v]
     nested += [i for v in event.values() if isinstance(v, list) for i in v if isinstance(i, dict)]

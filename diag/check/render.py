@@ -13,7 +13,9 @@ import secrets
 from typing import Any
 
 from diag.check.verdict import SKIP, RuleResult, Verdict, Violation
-from diag.printable import printable
+from diag.printable import annotation as annotation_text
+from diag.printable import one_line
+from diag.trace.numerals import parse_int
 
 #: Enough to act on; the JSON and JUnit forms keep everything.
 SHOWN_VIOLATIONS = 10
@@ -24,7 +26,7 @@ ANNOTATIONS = 10
 
 def clean(text: str) -> str:
     """One printable line: no terminal escapes, no line breaks from the trace."""
-    return printable(text, one_line=True)
+    return one_line(text)
 
 
 def verdict_text(verdict: Verdict) -> str:
@@ -132,8 +134,9 @@ def split_location(location: str | None) -> tuple[str | None, int | None]:
     if not location:
         return None, None
     file, sep, line = location.rpartition(":")
-    if sep and line.isdigit() and file:
-        return file, int(line)
+    number = parse_int(line) if sep else None
+    if number is not None and file:
+        return file, number
     return (location, None) if "/" in location or location.endswith(".py") else (None, None)
 
 
@@ -141,12 +144,12 @@ def annotation(rule: RuleResult, violation: Violation) -> str:
     properties: list[str] = []
     file, line = split_location(violation.location)
     if file is not None:
-        properties.append(f"file={escape_property(file)}")
+        properties.append(f"file={escape_property(one_line(file))}")
         if line is not None:
             properties.append(f"line={line}")
     properties.append(f"title={escape_property(f'diag check: {rule.name}')}")
     body = "\n".join([violation.message, *violation.evidence[:SHOWN_EVIDENCE]])
-    return f"::error {','.join(properties)}::{escape_data(body)}"
+    return f"::error {','.join(properties)}::{escape_data(annotation_text(body))}"
 
 
 def verdict_github(verdict: Verdict, token: str | None = None) -> str:
@@ -155,7 +158,8 @@ def verdict_github(verdict: Verdict, token: str | None = None) -> str:
         lines.extend(annotation(rule, v) for v in rule.violations[:ANNOTATIONS])
     skipped = [r.name for r in verdict.rules if r.status == SKIP]
     if skipped:
-        lines.append(f"::notice title=diag check::{escape_data('skipped: ' + ', '.join(skipped))}")
+        notice = annotation_text("skipped: " + ", ".join(skipped))
+        lines.append(f"::notice title=diag check::{escape_data(notice)}")
     # The readable verdict holds trace strings: stop the runner from parsing it for commands.
     fence = token or secrets.token_hex(16)
     lines.append(f"::stop-commands::{fence}")

@@ -29,7 +29,7 @@ from diag.check.text import (
     where,
 )
 from diag.check.verdict import FAIL, Allowed, RuleResult, Violation
-from diag.errors import DiagError
+from diag.errors import EXIT_INTERNAL, DiagError
 from diag.findings import Finding
 from diag.frames import label as frame_label
 from diag.paths import shown_location
@@ -427,10 +427,13 @@ def _findings(name: str, trace: Trace) -> list[Finding]:
     try:
         findings: list[Finding] = analyze(trace)
     except Exception as exc:  # an analyzer tripping on odd data must not print a traceback
+        # ... nor pass for bad input (exit 2): the trace was read, the fault is diag's (exit 3,
+        # never 1, which CI would read as a verdict).
         raise DiagError(
-            f"{trace.path}: the {name} analyzer could not read this trace "
-            f"({type(exc).__name__}: {exc})"
-        ) from None
+            f"{trace.path}: the {name} analyzer failed on this trace "
+            f"({type(exc).__name__}: {exc}; a bug in diag)",
+            exit_code=EXIT_INTERNAL,
+        ) from exc
     return merge_rank_findings(findings, world_sizes(trace))
 
 

@@ -46,6 +46,11 @@ class ExportCommand:
             raise DiagError(f"{args.perfetto}: is a directory; give a file name (OUT.json.gz)")
         trace = open_input(args.trace, torch_trace=args.torch_trace, kineto=args.kineto)
         done = export_perfetto(trace, args.perfetto, kineto=not args.no_kineto)
+        # A window that could not be read is skipped, as analyze, check and report skip it.
+        from diag.inputs import input_warnings
+        from diag.printable import print_warnings
+
+        print_warnings(input_warnings(trace))
         size = done.output.stat().st_size / 1e6
         print(
             f"wrote {done.output} ({size:.1f} MB, {done.events} events, "

@@ -15,14 +15,16 @@ pandas is imported then, never by `import diag`. Columns, dtypes and units: docs
 
 from __future__ import annotations
 
+import os
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from diag.errors import DiagError
+from diag.errors import EXIT_INTERNAL, DiagError
 from diag.findings import Finding
 from diag.notebook import columns
 from diag.notebook.frame import to_frame
+from diag.printable import one_line
 from diag.status import Visibility
 from diag.trace.format import MANIFEST
 from diag.trace.run import Trace
@@ -42,8 +44,22 @@ def open(  # noqa: A001 - diag.open, as the notebook API is called
     torch.profiler (Kineto) trace file (`.json`, `.json.gz`); `kind` forces one of `trace`,
     `torch-trace`, `kineto`. `against` is another trace directory (or, for a Kineto file,
     another Kineto file) whose run kernels are compared with, as `diag analyze --against`.
-    Raises DiagError with the one line the CLI would print for input it cannot read."""
-    where = Path(path)
+    Raises DiagError with the one line the CLI would print for input it cannot read, and
+    never another exception: a fault of diag's own while reading is a DiagError too, with
+    exit_code EXIT_INTERNAL (3) and the original exception as its __cause__."""
+    try:
+        return _open(Path(path), kind, against)
+    except DiagError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - turned into the one documented type
+        what = one_line(f"{type(exc).__name__}: {exc}", 300)
+        raise DiagError(
+            f"{one_line(str(path), 300)}: diag could not read this trace ({what}; a bug in diag)",
+            exit_code=EXIT_INTERNAL,
+        ) from exc
+
+
+def _open(where: Path, kind: str, against: str | Path | None) -> TraceFrames:
     chosen = _kind(where) if kind == "auto" else kind
     if chosen not in KINDS[1:]:
         raise DiagError(f"kind {kind!r}: choose from {', '.join(KINDS)}")
@@ -63,7 +79,7 @@ def _kind(path: Path) -> str:
     """A directory with a manifest is a trace directory, one without is a TORCH_TRACE log
     directory; a `.json`/`.json.gz` file is a Kineto trace, any other file a TORCH_TRACE log."""
     if path.is_dir():
-        return "trace" if (path / MANIFEST).exists() else "torch-trace"
+        return "trace" if os.path.lexists(path / MANIFEST) else "torch-trace"
     if path.name.endswith((".json", ".json.gz")):
         return "kineto"
     if path.is_file():

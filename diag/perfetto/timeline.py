@@ -20,6 +20,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from diag.compile_metrics import compile_timings
+from diag.errors import DiagError
 from diag.guards import condition_text
 from diag.perfetto.tracks import Instant, ProcessTracks, Slice, Track
 from diag.request_names import request_name
@@ -318,10 +319,11 @@ class _RunTracks:
                     f"{anchored.folder.name}/{file}: no clock anchor in the process: left out"
                 )
                 continue
-            folder = (
-                None if self.run.cache_dir is None else self.run.cache_dir / anchored.folder.name
-            )
-            parsed = cache.load_kineto(path, folder)
+            try:
+                parsed = cache.load_kineto(path, self.run.window_cache(anchored))
+            except DiagError as exc:  # one bad window: the rest of the timeline is written
+                profiles.skip_window(self.run, anchored, file, exc)
+                continue
             tracks = self.processes[anchored.pid][1]
             place = self._kineto_clock(anchored, parsed.base_ns)
             _add_window_events(tracks, parsed, place, launched_in)

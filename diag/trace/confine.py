@@ -13,6 +13,7 @@ one warning (docs/FORMAT.md, "Reading a trace safely").
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path, PurePosixPath
@@ -94,6 +95,24 @@ def open_regular(path: Path, follow: bool = True) -> BinaryIO:
         raise
 
 
+def open_for_write(path: Path, flags: int) -> int:
+    """The one rule for a file diag writes (events, step segments, the manifest): `os.open`
+    with `flags` (O_WRONLY and its kin), never through a symlink (O_NOFOLLOW), never waiting
+    on a FIFO without a reader (O_NONBLOCK gives ENXIO instead), and only a regular file:
+    anything else is closed again and refused with an OSError. Returns the descriptor."""
+    extra = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    descriptor = os.open(path, flags | extra, 0o644)
+    try:
+        mode = os.fstat(descriptor).st_mode
+        if not stat.S_ISREG(mode):
+            raise OSError(errno.EINVAL, f"{_not_a_file(mode)}", str(path))
+        os.set_blocking(descriptor, True)
+    except BaseException:
+        os.close(descriptor)
+        raise
+    return descriptor
+
+
 def read_small(root: Path, path: Path, max_bytes: int, what: str) -> bytes:
     """The whole of a small file of the trace (the manifest, bootstrap errors), confined."""
     checked_file(root, path, max_bytes, what)
@@ -110,7 +129,18 @@ def cache_folder(root: Path, *parts: str) -> Path | None:
     from diag.trace.format import CACHE_DIR
 
     folder = root.joinpath(CACHE_DIR, *parts)
-    return folder if is_within(folder, root / CACHE_DIR) and is_within(folder, root) else None
+    return folder if writable_cache(folder) else None
+
+
+def writable_cache(folder: Path) -> bool:
+    """The one rule for a folder diag writes into a trace (its .diag-cache): `folder`, every
+    symlink resolved (also of parts not made yet), is inside the nearest `.diag-cache` above
+    it, and that is inside the trace directory holding it. Checked where the folder is chosen
+    and again by the writer just before it writes (a link swapped in between is refused)."""
+    from diag.trace.format import CACHE_DIR
+
+    cache = next((p for p in (folder, *folder.parents) if p.name == CACHE_DIR), None)
+    return cache is not None and is_within(folder, cache) and is_within(cache, cache.parent)
 
 
 def _not_a_file(mode: int) -> str:

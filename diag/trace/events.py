@@ -31,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from diag.trace.confine import open_for_write
 from diag.trace.format import step_segment_name
 from diag.trace.reserve import PROCESS_RESERVE_BYTES, free_reserve, make_reserve
 
@@ -117,17 +118,43 @@ class EventWriter:
         self._torn: int | None = None  # the descriptor a partial write left mid-line
         self._failed_fd = -1
         self._reserve: Path | None = None
+        self._reserve_bytes = reserve_bytes
         self._fd = -1
+        self._open_file()
+
+    def _open_file(self) -> None:
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            self._fd = open_for_write(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
         except OSError as exc:
             self.stopped = True
             self.stop_reason = write_failure_reason(exc)
-            _announce(self.stop_reason, exc, path)
+            _announce(self.stop_reason, exc, self.path)
             return
         self._open = True
-        self._make_reserve(reserve_bytes)
+        self._make_reserve(self._reserve_bytes)
+
+    def forked(self, path: Path) -> None:
+        """In a child made by os.fork(): write its events to `path`, its own file, from now on.
+
+        The child holds copies of the parent's descriptors and state: they are dropped here
+        without touching the parent's files (no segment unlinked, no reserve freed, nothing
+        written), and the lock is a new one (another thread of the parent may have held the
+        old one at the fork; that thread does not exist in the child)."""
+        self._lock = threading.Lock()
+        for fd in (self._fd, self._segment.fd if self._segment is not None else -1):
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self.path, self.folder = path, path.parent
+        self._open, self._fd, self._segment = False, -1, None
+        self._closed_segments = deque()
+        self._segment_count, self._head_bytes, self._rotating = 0, 0, False
+        self._torn, self._failed_fd, self._reserve = None, -1, None
+        if not self.stopped:
+            self._open_file()
 
     # -- writing ----------------------------------------------------------------------------------
 
@@ -196,7 +223,7 @@ class EventWriter:
         self._segment_count += 1
         path = self.folder / step_segment_name(self._segment_count)
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC, 0o644)
+            fd = open_for_write(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_TRUNC)
         except OSError:
             self._failed_fd = self._fd
             raise

@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from diag.trace.numerals import parse_int
+
 FORMAT_NAME = "diag-trace"
 #: 2: per-step events of a long run continue in rotated `steps-<n>.jsonl` segments beside
 #: `events.jsonl` (a version-1 reader would miss them). Readers accept 1 and 2.
@@ -70,6 +72,33 @@ def process_dir_name(pid: int, rank: int | None) -> str:
     return f"rank{rank}-pid{pid}" if rank is not None else f"pid{pid}"
 
 
+#: The ranks and world sizes a trace may hold: the writer (collectors/session.py, from RANK,
+#: LOCAL_RANK and WORLD_SIZE) and the reader (diag.trace.schema's Rank and WorldSize) share
+#: them, so a value the writer records is one the reader accepts (RANK=99999999999 was
+#: written, then refused). torchrun's are far below.
+MAX_RANK = 2**24
+MAX_WORLD_SIZE = MAX_RANK + 1
+
+
+def env_rank(value: str | None) -> int | None:
+    """A RANK or LOCAL_RANK value as diag records it: ASCII digits within MAX_RANK, else None
+    (`RANK=²` once stopped the collectors from starting)."""
+    number = parse_int(value)
+    return number if number is not None and number <= MAX_RANK else None
+
+
+def env_world_size(value: str | None) -> int | None:
+    """WORLD_SIZE as diag records it: 1 to MAX_WORLD_SIZE, else None."""
+    number = parse_int(value)
+    return number if number is not None and 1 <= number <= MAX_WORLD_SIZE else None
+
+
+def env_count(value: str | None) -> int:
+    """A count diag's own variables carry (DIAG_MAX_SIZE, DIAG_WARMUP_REQUESTS): 0 when unset
+    or malformed."""
+    return parse_int(value) or 0
+
+
 def step_segment_name(number: int) -> str:
     return f"{STEP_SEGMENT_PREFIX}{number}{STEP_SEGMENT_SUFFIX}"
 
@@ -79,7 +108,7 @@ def step_segment_number(name: str) -> int | None:
     if not (name.startswith(STEP_SEGMENT_PREFIX) and name.endswith(STEP_SEGMENT_SUFFIX)):
         return None
     digits = name[len(STEP_SEGMENT_PREFIX) : -len(STEP_SEGMENT_SUFFIX)]
-    return int(digits) if digits.isdigit() and len(digits) < 12 else None
+    return parse_int(digits, max_digits=11)
 
 
 def process_event_files(events_path: Path) -> list[Path]:

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from diag.summary import decode_event
+from diag.trace.confine import OutsideTrace, open_regular
 from diag.trace.format import EVENTS_FILE
 from diag.trace.run import Compile, Frame, Guard, Process, RunData
 
@@ -101,7 +102,7 @@ def _scan(
     recompiles: dict[Key, dict[str, Any]] = {}
     last: bytes = b""
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path, follow=False) as handle:  # never a FIFO nor a link
             rest = b""
             while block := handle.read(_BLOCK):
                 data = rest + block
@@ -117,7 +118,7 @@ def _scan(
                         starts.pop(_key(event), None)
                     elif kind == "recompile":
                         recompiles[_key(event)] = event
-    except OSError:
+    except (OSError, OutsideTrace):
         return {}, {}, None
     final = decode_event(last) if last else None
     t = final.get("t") if final is not None else None

@@ -37,6 +37,7 @@ import msgspec
 
 from diag.errors import DiagError
 from diag.trace.confine import MAX_WINDOW_JSON_BYTES, open_regular
+from diag.trace.numerals import parse_int
 
 # Bump when the parsed result changes for the same input: it invalidates derived caches.
 PARSER_VERSION = 3
@@ -231,7 +232,7 @@ _KNOWN_UNUSED = frozenset(
 )  # fmt: skip
 _ACTIVITY_KIND = {_KERNEL: "kernel", _MEMCPY: "memcpy", _MEMSET: "memset"}
 _DIRECTIONS = ("HtoD", "DtoH", "DtoD", "PtoP")
-_DIGITS = re.compile(r"-?\d+")
+_DIGITS = re.compile(r"-?[0-9]+", re.ASCII)
 
 
 def _as_int(value: object) -> int:
@@ -239,7 +240,7 @@ def _as_int(value: object) -> int:
     if type(value) is int:
         return value
     if isinstance(value, float):
-        return int(value)
+        return int(value) if math.isfinite(value) else 0
     if isinstance(value, str):
         if value.startswith("0x"):
             try:
@@ -247,7 +248,7 @@ def _as_int(value: object) -> int:
             except ValueError:
                 return 0
         found = _DIGITS.search(value)
-        return int(found.group()) if found else 0
+        return (parse_int(found.group(), signed=True) or 0) if found else 0
     return 0
 
 

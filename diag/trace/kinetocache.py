@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from diag.trace.confine import OutsideTrace, open_regular
+from diag.trace.confine import OutsideTrace, open_regular, writable_cache
 from diag.trace.format import CACHE_DIR
 from diag.trace.kineto import (
     PARSER_VERSION,
@@ -312,7 +312,13 @@ def _write(target: Path, header: _Header, trace: KinetoTrace, ops: CpuOpColumns)
     """Write atomically; any failure (read-only folder, full disk) just leaves no cache."""
     temporary: str | None = None
     try:
+        # Never through a symlink, never outside the trace (diag.trace.confine's one rule):
+        # before making the folder (mkdir follows a linked parent) and after.
+        if not writable_cache(target.parent):
+            return
         target.parent.mkdir(parents=True, exist_ok=True)
+        if not writable_cache(target.parent) or target.is_symlink():
+            return
         strings, columns = _activity_columns(trace.activities)
         rest = msgspec.structs.replace(trace, activities=[], cpu_ops=[])
         body = _ENCODE.encode(_Body(rest, strings, _Columns(*columns), _op_columns(ops)))

@@ -15,7 +15,6 @@ UTF-8 or a line of gigabytes (skipped past MAX_LINE_BYTES) each end as one corru
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from typing import Any, Union
 
 import msgspec
 
+from diag.trace import jsontext
 from diag.trace.confine import open_regular
 from diag.trace.schema import SCHEMAS, EventBase, Nanos
 
@@ -236,7 +236,7 @@ def decode_object(raw: bytes) -> dict[str, Any] | str:
         return "nested too deep"
     except msgspec.DecodeError:
         try:
-            data = json.loads(raw.decode("utf-8", errors="replace"))
+            data = jsontext.loads(raw)
         except RecursionError:
             return "nested too deep"
         except ValueError as exc:  # JSONDecodeError, or an integer of more than 4300 digits

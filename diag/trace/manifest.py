@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from diag import __version__
+from diag.trace.confine import open_for_write
 from diag.trace.format import FORMAT_NAME, FORMAT_VERSION, MANIFEST, STATUS_RUNNING
 
 
@@ -61,7 +62,7 @@ def write_manifest(trace_dir: Path, manifest: dict[str, Any]) -> None:
 
 
 def _write_file(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = open_for_write(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     try:
         view = memoryview(data)
         while view:
@@ -76,7 +77,7 @@ def _rewrite_in_place(path: Path, data: bytes) -> bool:
     try:
         if len(data) > os.stat(path).st_blocks * 512:
             return False
-        fd = os.open(path, os.O_WRONLY)
+        fd = open_for_write(path, os.O_WRONLY)
         try:
             view = memoryview(data)
             while view:

@@ -30,6 +30,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from diag.trace.numerals import parse_int
+
 #: Read event files in workers only above this many bytes in all (serial: ~100 MB/s).
 EVENTS_PARALLEL_BYTES = 24 << 20
 #: Parse Kineto windows in workers only above this many (gzip) bytes in all.
@@ -71,9 +73,9 @@ def worker_count(tasks: int) -> int:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cpus = os.cpu_count() or 1
-    limit = os.environ.get("DIAG_WORKERS", "")
-    if limit.isdigit() and int(limit) > 0:
-        cpus = min(cpus, int(limit))
+    limit = parse_int(os.environ.get("DIAG_WORKERS", ""))
+    if limit is not None and limit > 0:
+        cpus = min(cpus, limit)
     return max(1, min(cpus, tasks))
 
 

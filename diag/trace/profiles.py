@@ -125,7 +125,7 @@ def _load(run: RunData, progress: ProgressCallback | None) -> list[StepProfile]:
                 path, run.window_cache(process), forward if progress else None
             )
         except DiagError as exc:  # one bad window: the others are still read
-            warn(run, f"{_where(run, process, window)}: {exc.message}; skipped")
+            skip_window(run, process, window, exc)
         else:
             profiles.extend(cut_window(run.label, process, window, trace, steps))
         done += _size(path)
@@ -145,6 +145,12 @@ def warn(run: RunData, text: str) -> None:
     """Add a reader's warning to the run once (several views ask for the same windows)."""
     if text not in run.warnings:
         run.warnings.append(text)
+
+
+def skip_window(run: RunData, process: Process, window: str, exc: DiagError) -> None:
+    """One window that cannot be read: skipped with one warning on the run, the same from
+    every view that reads windows (the kernel analyses, the TUI, the report, export)."""
+    warn(run, f"{_where(run, process, window)}: {exc.message}; skipped")
 
 
 def _where(run: RunData, process: Process, window: str) -> str:

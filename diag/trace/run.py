@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -333,7 +334,9 @@ def read_manifest(path: Path) -> dict[str, Any]:
     if not path.is_dir():
         raise DiagError(f"{path}: not a directory")
     manifest_path = path / MANIFEST
-    if not manifest_path.exists():
+    # lexists: a manifest.json that is a dangling or looping link is still one, refused below
+    # as such (not read as "no manifest": diag.open would then try it as a TORCH_TRACE dir).
+    if not os.path.lexists(manifest_path):
         raise DiagError(f"{path}: not a diag trace directory (no {MANIFEST})")
     try:
         raw = read_small(path, manifest_path, MAX_MANIFEST_BYTES, "")

@@ -20,12 +20,14 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import Meta, Struct
 
+from diag.trace.format import MAX_RANK, MAX_WORLD_SIZE
+
 Nanos = Annotated[int, Meta(ge=0, le=2**63 - 1)]
 Count = Annotated[int, Meta(ge=0, le=2**62)]
 Bytes = Count
 Pid = Annotated[int, Meta(ge=0, le=2**31 - 1)]
-Rank = Annotated[int, Meta(ge=0, le=2**24)]
-WorldSize = Annotated[int, Meta(ge=1, le=2**24 + 1)]
+Rank = Annotated[int, Meta(ge=0, le=MAX_RANK)]
+WorldSize = Annotated[int, Meta(ge=1, le=MAX_WORLD_SIZE)]
 #: A step index or a Dynamo epoch.
 Index = Annotated[int, Meta(ge=0, le=2**31 - 1)]
 Line = Annotated[int, Meta(ge=0, le=2**31 - 1)]

@@ -10,13 +10,15 @@ process whose file does not end with diag's exit event.
 
 from __future__ import annotations
 
-import json
 import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from diag.trace import jsontext
+from diag.trace.confine import OutsideTrace, open_regular
 from diag.trace.format import EVENTS_FILE
+from diag.trace.numerals import parse_int
 
 #: The stop event is the last line a process writes; its exit event, the last but a few.
 TAIL_BYTES = 16 << 10
@@ -26,11 +28,11 @@ FULL_BELOW = 256 << 10
 
 def _tail(path: Path) -> bytes:
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path, follow=False) as handle:  # never a FIFO nor a link
             size = handle.seek(0, os.SEEK_END)
             handle.seek(max(0, size - TAIL_BYTES))
             return handle.read()
-    except OSError:
+    except (OSError, OutsideTrace):
         return b""
 
 
@@ -38,7 +40,7 @@ def _stop_event(tail: bytes) -> dict[str, Any] | None:
     for raw in reversed(tail.splitlines()):
         if b'"recording_stopped"' in raw:
             try:
-                event = json.loads(raw)
+                event = jsontext.loads(raw)
             except ValueError:
                 continue
             if isinstance(event, dict) and event.get("ev") == "recording_stopped":
@@ -48,7 +50,7 @@ def _stop_event(tail: bytes) -> dict[str, Any] | None:
 
 def _pid_of(folder: Path) -> int | None:
     digits = folder.name.rpartition("pid")[2]
-    return int(digits) if digits.isdigit() else None
+    return parse_int(digits)
 
 
 def _disk_free(folder: Path) -> int | None:

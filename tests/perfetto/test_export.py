@@ -168,3 +168,17 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert "no such trace directory" in proc.stderr and not (tmp_path / "x.json").exists()
     proc = export(h200_file("wan-compiled.json.gz"), "--perfetto", tmp_path)
     assert proc.returncode == 2 and "is a directory" in proc.stderr
+
+
+def test_one_bad_kineto_window_is_skipped_with_a_warning(tmp_path: Path) -> None:
+    """Issue 37: a truncated window made export refuse the whole trace (exit 2) where analyze,
+    check and report skip it with one warning; the other windows' kernels are still drawn."""
+    path = h200_trace("record-wan-routing", tmp_path)
+    window = sorted((path / "runs" / "compiled").glob("*/kineto/*.json.gz"))[0]
+    window.write_bytes(window.read_bytes()[:300])
+    out = tmp_path / "t.json"
+    proc = export(path, "--perfetto", out)
+    assert proc.returncode == 0, proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("diag: warning: ") and window.name in line and "skipped" in line
+    assert any(s.cat == "kineto.kernel" for s in check(load(out)).slices)

@@ -89,8 +89,22 @@ def test_step0_spikes_follow_step0_spikes_rule() -> None:
 def test_label_values_are_escaped() -> None:
     frame = {"name": 'we"ird\\name\nx', "file": "/srv/m.py", "line": 3}
     text = _feed([{"ev": "compile_end", "compile_id": "0/0", "epoch": 0, "frame": frame}])
-    assert 'frame="we\\"ird\\\\name?x"' in text
+    assert 'frame="we\\"ird\\\\name x"' in text
     assert all("\n" not in line for line in text.splitlines())
+
+
+def test_every_label_goes_through_the_one_sanitiser() -> None:
+    """A phase name with a newline (diag.api.phase accepts any str) once ended the sample line
+    and made the whole exposition unparseable; an ESC or BEL reached the scraper raw."""
+    frame = {"name": "blk\x1b]0;x\x07", "file": "/srv/m.py", "line": 3}
+    end = {"ev": "compile_end", "compile_id": "0/0", "epoch": 0, "frame": frame}
+    text = _feed([{**end, "phase": "warm\nup\ud800"}])
+    samples = [line for line in text.splitlines() if line and not line.startswith("#")]
+    assert 'phase="warm up\\\\ud800"' in text, text
+    assert 'frame="blk\\\\x1b]0;x\\\\x07"' in text, text
+    for line in samples:  # each sample: name{labels} value
+        assert line.rsplit(" ", 1)[1].isdigit(), line
+    assert "\x1b" not in text and "\x07" not in text
 
 
 def test_a_line_still_being_written_is_read_when_complete(tmp_path: Path) -> None:

@@ -71,3 +71,26 @@ def test_record_summary_and_the_error_line_are_escaped(tmp_path: Path) -> None:
     assert missing.returncode == 2
     assert missing.stderr.count("\n") == 1 and SHOWN in missing.stderr
     assert not any(c in missing.stderr for c in RAW)
+
+
+def test_a_name_cannot_forge_a_line_nor_send_escapes_through_any_face(tmp_path: Path) -> None:
+    """A frame name holding a newline and a finding's head (`ERROR   [forged]`) stays inside
+    its own line in analyze's text; ESC and BEL in it reach neither analyze, check's text nor
+    `check --format github` raw (issue 37: the annotations passed them through)."""
+    trace = tmp_path / "trace"
+    shutil.copytree(WARM_WIDTH, trace)
+    events = next((trace / "runs" / "compiled").glob("*/events.jsonl"))
+    text = events.read_text(encoding="utf-8")
+    name = text.split('"frame":{"name":"', 1)[1].split('"', 1)[0]
+    forged = json.dumps(name + "\nERROR   [forged] pwned" + ESCAPES + "\ud800")[1:-1]
+    events.write_text(text.replace(f'"name":"{name}"', f'"name":"{forged}"'), encoding="utf-8")
+    analyzed = _diag("analyze", str(trace))
+    assert analyzed.returncode == 0, analyzed.stderr
+    assert "[forged] pwned" in analyzed.stdout  # the name is shown ...
+    assert not any(line.startswith("ERROR   [forged]") for line in analyzed.stdout.splitlines())
+    github = _diag("check", str(trace), "--format", "github")
+    assert github.returncode in (0, 1), github.stderr
+    assert "pwned" in github.stdout
+    for proc in (analyzed, github):
+        assert not any(c in proc.stdout + proc.stderr for c in RAW), proc.stdout
+        assert "Traceback" not in proc.stderr

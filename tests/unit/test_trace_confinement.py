@@ -199,6 +199,29 @@ def test_the_cache_is_never_written_outside_the_trace(tmp_path: Path) -> None:
     assert input_warnings(trace) == []
 
 
+@pytest.mark.parametrize("level", [".diag-cache/compiled/PROC", ".diag-cache/compiled"])
+def test_no_command_writes_the_cache_through_a_linked_run_or_process_folder(
+    tmp_path: Path, level: str
+) -> None:
+    """Issue 37: with `.diag-cache/<run>/<proc>` a symlink, `diag export --perfetto` created
+    *.msgpack files wherever it pointed (it built the folder itself, past the check that
+    analyze, check and report go through). Every command now takes it from one rule."""
+    trace_dir = h200_trace("record-wan-routing", tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    link = trace_dir / level.replace("PROC", _process(trace_dir).name)
+    link.parent.mkdir(parents=True)
+    link.symlink_to(elsewhere)
+    export = subprocess.run(
+        [sys.executable, "-m", "diag", "export", str(trace_dir), "--perfetto",
+         str(tmp_path / "t.json")],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert export.returncode == 0, export.stderr
+    analyze(open_input(trace_dir), ["kernel-routing"])
+    assert list(elsewhere.iterdir()) == []
+
+
 def test_a_cache_file_that_is_a_link_or_a_fifo_is_not_followed(tmp_path: Path) -> None:
     trace_dir = h200_trace("record-wan-routing", tmp_path)
     analyze(open_input(trace_dir), ["kernel-routing"])  # writes the cache
