@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from diag.errors import DiagError
+from diag.printable import one_line
 from diag.progress import ProgressCallback
 from diag.trace.run import Process, Request, RunData, Step, Trace, load_trace
 
@@ -118,7 +119,9 @@ def input_warnings(trace: Trace) -> list[str]:
     for label, run in trace.runs.items():
         prefix = f"{label} (--against): " if label == "against" else ""
         warnings.extend(prefix + w for w in run.warnings)
-    return warnings
+    # One line each, whatever a name in them held (a window's file, a frame): every face
+    # (the CLI's lines, the TUI's overview, the report, JSON) takes them from here.
+    return [one_line(w) for w in warnings]
 
 
 _DEVICE_PREFIXES = ("mtia", "privateuse1", "xpu", "hpu", "npu", "mps")
