@@ -358,6 +358,7 @@ def _cover(
     planned.covers.append(ref)
     if add_cost and record.duration_s is not None:
         planned.cost_s = round((planned.cost_s or 0.0) + record.duration_s, 6)
+        planned.cost_from = "the live compile(s) it moves into warmup"
 
 
 # --- the two requests every varying dimension needs ---------------------------------------------
