@@ -197,6 +197,11 @@ def plan_warmup(
                 owner = by_id.get((item.pid, item.request_id))
                 shape = _request_shape(owner) if owner is not None else None
                 seen.append(_classify(run, where, item, shape, explain.get(where, {})))
+    if any(run.of("magi_compile_end") for trace in traces for run in trace.subject_runs):
+        notes.append(
+            "MagiCompiler targets compile once with their declared dims dynamic and skip "
+            "Dynamo's guards afterwards: this plan follows torch.compile's rules, not magi's"
+        )
     ranks = Counter(len(s) for s in live_shapes)
     rank = ranks.most_common(1)[0][0] if ranks else 0
     if len(ranks) > 1:

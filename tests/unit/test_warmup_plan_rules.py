@@ -56,3 +56,26 @@ def test_fixture_rejects_bad_warmup_shapes_in_one_line(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert proc.stderr.startswith("diag.fixtures: error: --warmup-shapes: bad request '3x3'")
     assert proc.stderr.count("\n") == 1
+
+
+LIGHTX2V = Path(__file__).resolve().parents[1] / "data" / "lightx2v"
+
+
+def test_lightx2v_recording_plans_its_live_resolution_in_pixels() -> None:
+    """LightX2V's own run (tests/data/lightx2v/README.md): warmup at 64x64 and 96x64 (the height
+    varies), one request at --target_shape 64 96; torch recompiled the block live on the
+    rotary table's stride guard (the width). One live resolution: warming it is enough, and
+    LightX2V's resolutions are pixels (latents x 8)."""
+    from diag.trace.run import load_trace
+    from diag.warmup_forms import render
+    from diag.warmup_plan import plan_warmup
+
+    trace = load_trace(LIGHTX2V / "model-offload")
+    plan = plan_warmup([trace])
+    (live,) = plan.live_compiles
+    assert "self.cos_sin._base.stride()[0] == 64*self.cos_sin._base.size()[1]" in live.cause
+    assert live.covered_by == 0
+    assert [(r.shape, r.role) for r in plan.requests] == [([16, 2, 8, 12], SPECIALISE)]
+    assert render(plan, "lightx2v").startswith("_WARMUP_RESOLUTIONS = ((64, 96),)")
+    fixed = plan_warmup([load_trace(LIGHTX2V / "warm-width")])
+    assert fixed.live_compiles == []
