@@ -53,7 +53,17 @@ def fixture_shapes(plan: WarmupPlan) -> str:
             "--as fixture: these recordings' request shapes are not the reference service's "
             f"(frames x height x width); they are {' x '.join(plan.dims) or 'unknown'}"
         )
-    return ",".join("x".join(str(v) for v in r.shape) for r in plan.requests)
+    return ",".join("x".join(str(v) for v in shape) for shape in distinct_shapes(plan))
+
+
+def distinct_shapes(plan: WarmupPlan) -> list[list[int]]:
+    """The plan's shapes in order, each once: a variant that only repeats a shape (CFG off in a
+    request shape without the batch) adds nothing a shape list can say."""
+    shapes: list[list[int]] = []
+    for request in plan.requests:
+        if request.shape not in shapes:
+            shapes.append(request.shape)
+    return shapes
 
 
 def _hwf(plan: WarmupPlan) -> list[tuple[int, int, int | None]]:
