@@ -12,18 +12,38 @@ from diag.warmup_plan import VARIANT, WarmupPlan
 FORMS = ("text", "json", "lightx2v", "diffusers", "fixture")
 
 
-def render(plan: WarmupPlan, form: str) -> str:
+#: LightX2V records latents [C, T, H, W]; its resolutions are pixels: H and W times the VAE's
+#: spatial stride (8 for Wan2.1: `--target_shape 64 96` recorded latents 8x12, tests/data/lightx2v).
+LIGHTX2V_VAE_STRIDE = 8
+
+
+def render(plan: WarmupPlan, form: str, vae_stride: int = LIGHTX2V_VAE_STRIDE) -> str:
     if form == "json":
         return json.dumps(plan.as_dict(), indent=1)
+    latents = _lightx2v_latents(plan)
+    scale = vae_stride if latents else 1
     if form == "lightx2v":
-        pairs = [(h, w) for h, w, _ in _hwf(plan)]
-        return f"_WARMUP_RESOLUTIONS = {tuple(pairs)!r}" + _variants_comment(plan)
+        pairs = [(h * scale, w * scale) for h, w, _ in _hwf(plan)]
+        note = (
+            f"  # latent height and width x {vae_stride} (the VAE's spatial stride; --vae-stride)"
+            if latents
+            else ""
+        )
+        return f"_WARMUP_RESOLUTIONS = {tuple(pairs)!r}{note}" + _variants_comment(plan)
     if form == "diffusers":
-        rows = [(h, w) if f is None else (h, w, f) for h, w, f in _hwf(plan)]
+        rows = [
+            (h * scale, w * scale) if f is None else (h * scale, w * scale, f)
+            for h, w, f in _hwf(plan)
+        ]
         return f"WARMUP_SHAPES = {rows!r}  # (height, width[, frames])" + _variants_comment(plan)
     if form == "fixture":
         return "--warmup-shapes " + fixture_shapes(plan)
     return plan_text(plan)
+
+
+def _lightx2v_latents(plan: WarmupPlan) -> bool:
+    """LightX2V's adapter names its latents' dims channels x frames x height x width."""
+    return plan.dims == ["channels", "frames", "height", "width"]
 
 
 def fixture_shapes(plan: WarmupPlan) -> str:
@@ -33,7 +53,17 @@ def fixture_shapes(plan: WarmupPlan) -> str:
             "--as fixture: these recordings' request shapes are not the reference service's "
             f"(frames x height x width); they are {' x '.join(plan.dims) or 'unknown'}"
         )
-    return ",".join("x".join(str(v) for v in r.shape) for r in plan.requests)
+    return ",".join("x".join(str(v) for v in shape) for shape in distinct_shapes(plan))
+
+
+def distinct_shapes(plan: WarmupPlan) -> list[list[int]]:
+    """The plan's shapes in order, each once: a variant that only repeats a shape (CFG off in a
+    request shape without the batch) adds nothing a shape list can say."""
+    shapes: list[list[int]] = []
+    for request in plan.requests:
+        if request.shape not in shapes:
+            shapes.append(request.shape)
+    return shapes
 
 
 def _hwf(plan: WarmupPlan) -> list[tuple[int, int, int | None]]:
@@ -87,7 +117,10 @@ def plan_text(plan: WarmupPlan) -> str:
         lines.append(f"  {index + 1}. {_shape(request.shape)}  [{request.role}] {request.why}")
         if request.like:
             lines.append(f"     like live request {request.like}")
-        lines.append(f"     cost: {_secs(request.cost_s)} ({request.cost_from})")
+        lines.append(
+            f"     cost: {_secs(request.cost_s)}"
+            + (f" ({request.cost_from})" if request.cost_s is not None else "")
+        )
         if request.covers:
             shown = "; ".join(request.covers[:4])
             more = f" and {len(request.covers) - 4} more" if len(request.covers) > 4 else ""

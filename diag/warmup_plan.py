@@ -51,6 +51,11 @@ def _names(run: RunData, pid: int, shape: Shape) -> tuple[str, ...] | None:
     return names
 
 
+def _warmup_known(run: RunData, pid: int) -> bool:
+    known: bool = importlib.import_module("diag.analyzers.recompiles").warmup_known(run, pid)
+    return known
+
+
 def _uncovered(shape: Shape, warm: list[Shape]) -> list[int]:
     """The dims of `shape` whose value warmup never served (live-compile's coverage)."""
     cov = _live._coverage(shape, warm)
@@ -155,6 +160,9 @@ class _Seen:
     shape: Shape | None
     record: LiveCompile
     key: str = ""  # the variant it needs, or "dims"
+    #: Whether the process had a warmup: without one every first compile and every size
+    #: recompile is what the dimension requests move out of traffic.
+    warmed: bool = True
 
 
 def plan_warmup(
@@ -197,6 +205,11 @@ def plan_warmup(
                 owner = by_id.get((item.pid, item.request_id))
                 shape = _request_shape(owner) if owner is not None else None
                 seen.append(_classify(run, where, item, shape, explain.get(where, {})))
+    if any(run.of("magi_compile_end") for trace in traces for run in trace.subject_runs):
+        notes.append(
+            "MagiCompiler targets compile once with their declared dims dynamic and skip "
+            "Dynamo's guards afterwards: this plan follows torch.compile's rules, not magi's"
+        )
     ranks = Counter(len(s) for s in live_shapes)
     rank = ranks.most_common(1)[0][0] if ranks else 0
     if len(ranks) > 1:
@@ -243,7 +256,7 @@ def _classify(
         cause=cause_short(cause) if cause is not None else "first compile of the frame",
         finding=explain.get(item.compile_id),
     )
-    entry = _Seen(run, where, item, shape, record)
+    entry = _Seen(run, where, item, shape, record, warmed=_warmup_known(run, item.pid))
     if item.result == "recompile_limit":
         record.cause = "hit the recompile limit: the frame runs eagerly from here on"
         record.cannot = (
@@ -305,6 +318,17 @@ def _place(entry: _Seen, requests: list[PlannedRequest], warm: list[Shape]) -> N
         return
     ref = f"{record.compile_id} ({record.frame}, {record.request} in {record.trace})"
     shape = entry.shape
+    if not entry.warmed and requests and entry.key.startswith("first:"):
+        # No warmup at all: the first request of the plan is what compiles every frame first.
+        _cover(requests[0], record, ref, 0, add_cost=False)
+        return
+    if not entry.warmed and entry.key == "dims" and shape is not None:
+        index = next(
+            (i for i, r in enumerate(requests) if r.shape == list(shape)),
+            1 if len(requests) > 1 and requests[1].role == GENERALISE else 0,
+        )
+        _cover(requests[index], record, ref, index, add_cost=False)
+        return
     if entry.key == "dims":
         same_rank = shape is not None and bool(requests) and len(shape) == len(requests[0].shape)
         gaps = _uncovered(shape, warm) if shape is not None and same_rank else []
@@ -358,6 +382,7 @@ def _cover(
     planned.covers.append(ref)
     if add_cost and record.duration_s is not None:
         planned.cost_s = round((planned.cost_s or 0.0) + record.duration_s, 6)
+        planned.cost_from = "the live compile(s) it moves into warmup"
 
 
 # --- the two requests every varying dimension needs ---------------------------------------------

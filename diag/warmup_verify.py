@@ -15,12 +15,12 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from diag.errors import DiagError
 from diag.trace.run import Trace, load_trace
-from diag.warmup_forms import fixture_shapes
+from diag.warmup_forms import distinct_shapes, fixture_shapes
 from diag.warmup_plan import WarmupPlan
 
 WARMUP_ENV = "DIAG_WARMUP_SHAPES"
@@ -38,6 +38,8 @@ class Verification:
     recorded_warmup_s: float | None  # ... and in the first recording
     warmup_compile_s: float
     bench_verdict: str | None
+    #: Variants a shape list cannot carry (their shape repeats an earlier request's): not applied.
+    not_applied: list[str] = field(default_factory=list)
 
     @property
     def added_s(self) -> float | None:
@@ -65,6 +67,7 @@ class Verification:
             )
         else:
             lines.append("  warmup: no warmup request was recorded in the replay")
+        lines += [f"  not applied (no shape says it): {item}" for item in self.not_applied]
         if self.bench_verdict is not None:
             lines.append(f"  diag bench variable-resolution: {self.bench_verdict}")
         return "\n".join(lines)
@@ -80,6 +83,7 @@ class Verification:
             "added_s": self.added_s,
             "warmup_compile_s": self.warmup_compile_s,
             "bench_verdict": self.bench_verdict,
+            "not_applied": self.not_applied,
         }
 
 
@@ -105,7 +109,7 @@ def verify(plan: WarmupPlan, recorded: Trace, command: list[str], output: Path) 
         raise DiagError(f"{output} exists: choose another --output or remove it")
     full = applied_command(plan, command)
     env = dict(os.environ)
-    env[WARMUP_ENV] = json.dumps([r.shape for r in plan.requests])
+    env[WARMUP_ENV] = json.dumps(distinct_shapes(plan))
     env[LIVE_ENV] = json.dumps([item["shape"] for item in plan.served])
     record = [sys.executable, "-m", "diag", "record", "-o", str(output), "--profile", "none"]
     proc = subprocess.run([*record, "--", *full], env=env, check=False)
@@ -133,6 +137,11 @@ def verify(plan: WarmupPlan, recorded: Trace, command: list[str], output: Path) 
         recorded_warmup_s=_warmup_seconds(recorded),
         warmup_compile_s=compile_s,
         bench_verdict=_bench_verdict(output),
+        not_applied=[
+            f"a request like {r.like}: {r.why}"
+            for i, r in enumerate(plan.requests)
+            if r.shape in [earlier.shape for earlier in plan.requests[:i]]
+        ],
     )
 
 

@@ -54,7 +54,7 @@ class WarmupPlanCommand:
         traces = [load_trace(path) for path in args.traces]
         plan = plan_warmup(traces, _explanations(traces))
         if args.verify is None:
-            print(render(plan, "json" if args.json else args.form))
+            print(render(plan, "json" if args.json else args.form, args.vae_stride))
             return 0
         from diag.warmup_verify import verify
 
@@ -64,7 +64,7 @@ class WarmupPlanCommand:
         if args.json:
             print(json.dumps({"plan": plan.as_dict(), "verify": result.as_dict()}, indent=1))
         else:
-            print(render(plan, args.form))
+            print(render(plan, args.form, args.vae_stride))
             print()
             print(result.text())
         sys.stdout.flush()
@@ -85,6 +85,14 @@ def _options(parser: argparse.ArgumentParser, defaults: bool = True) -> None:
         default=default("text"),
         help="the plan as text (default), a LightX2V _WARMUP_RESOLUTIONS, a diffusers "
         "(height, width[, frames]) list, or the reference service's --warmup-shapes",
+    )
+    parser.add_argument(
+        "--vae-stride",
+        type=int,
+        default=default(8),
+        metavar="N",
+        help="--as lightx2v/diffusers from LightX2V's latents: pixels per latent pixel "
+        "(default: 8, Wan2.1's VAE)",
     )
     parser.add_argument(
         "-o",
