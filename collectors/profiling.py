@@ -308,6 +308,7 @@ class ProfilerWindows:
                 )
                 self._prof, self._owner = None, None
         for raw in self._exporter.drain(EXPORT_JOIN_S):
+            raw.unlink(missing_ok=True)  # nothing named in the trace is left half-written
             self._skipped(
                 raw.name.removesuffix(".json"),
                 0,
