@@ -82,6 +82,10 @@ class RunSummary:
     limit_hits: int = 0
     graph_breaks: int = 0
     profile_windows: int = 0
+    #: Time windows' stop and export held the program's thread (profile_window_end.export_s):
+    #: between steps, so in no step's time, but the program waited for it.
+    windows_paused_s: float = 0.0
+    windows_paused_max_s: float = 0.0
     #: Why each window that was not written was skipped (profile_window_skipped).
     windows_skipped: list[str] = field(default_factory=list)
     collector_errors: int = 0
@@ -108,6 +112,12 @@ class RunSummary:
             + self._skipped_text(),
         ]
         text.extend(self._not_seen())
+        if self.windows_paused_s:
+            text.append(
+                f"  diag's profile windows paused the program {self.windows_paused_s:.3f} s in "
+                f"all (longest {self.windows_paused_max_s:.3f} s), between steps: in no step's "
+                "time"
+            )
         if self.magi_compile and self.magi_compiles:
             text.append(
                 f"  magi_compile in use: {self.magi_compiles} magi compile(s) recorded, "
@@ -262,6 +272,9 @@ def summarize_run(run_path: Path, root: Path | None = None) -> RunSummary:
                 summary.graph_breaks += 1
             elif isinstance(event, ev.ProfileWindowEnd):
                 summary.profile_windows += 1
+                paused = event.export_s or 0.0
+                summary.windows_paused_s += paused
+                summary.windows_paused_max_s = max(summary.windows_paused_max_s, paused)
             elif isinstance(event, ev.MagiCompile):
                 summary.magi_compile = True
             elif isinstance(event, ev.MagiCompileEnd):
