@@ -16,6 +16,7 @@ import statistics
 
 from diag.advice import HOW_TO_MARK
 from diag.causes import RecompileCause, cause_line, cause_short, guard_condition, recompile_cause
+from diag.change import change_fix
 from diag.claims import claim
 from diag.fallback import EagerExtent, eager_extent, spots_text
 from diag.findings import Finding
@@ -366,6 +367,11 @@ def _fix(run: RunData, pid: int, frame: Frame | None, cause: RecompileCause | No
             "them as 0-d tensors, or check why they are not made dynamic (a branch on the value, "
             f"torch._dynamo.config.specialize_float, mark_static). {raising}"
         )
+    changed = change_fix(cause, frame.name if frame else "the frame", False) if cause else None
+    if changed is not None:
+        # A size Dynamo specialises (0 or 1), a dispatch-key change, a module int attribute:
+        # the fix tried for that change, never mark_dynamic for a 0/1 size.
+        return f"{changed} {raising}"
     if guard is not None and guard.kind in _SIZE_KINDS:
         return (
             f"The frame keeps recompiling on the size of {guard.source or 'an input'}: warm up "
