@@ -28,6 +28,7 @@ from diag.causes import (
     recompile_cause,
     recompile_claim,
 )
+from diag.change import change_fix
 from diag.claims import claim
 from diag.findings import Finding
 from diag.frames import label as frame_label
@@ -237,7 +238,9 @@ def _live_finding(
         fix=(
             repeated_dimension_fix(repeated[0])
             if repeated
-            else _fix(newest, shape, uncovered, frame, cause)
+            else _fix(
+                newest, shape, uncovered, frame, cause, coverage is not None and coverage.covered
+            )
         )
         + (
             ""
@@ -257,9 +260,20 @@ def _live_finding(
             "shape": list(shape) if shape else None,
             "guards": guards,
             "uncovered": uncovered,
+            "new_input": _new_input(run, compiles, rid),
         },
         claims=[recompile_claim(run, c, frame_label(run, c.frame)) for c in compiles],
     )
+
+
+def _new_input(run: RunData, compiles: list[Compile], rid: str) -> str | None:
+    """`r2 step 0`: where a new input shape made this frame recompile (the first recompile's
+    decided cause is a size guard), the key that groups the frames it recompiled together."""
+    first = next((c for c in compiles if c.guards), None)
+    cause = recompile_cause(run, first) if first is not None else None
+    if cause is None or cause.guard is None or cause.guard.kind not in _SIZE_KINDS:
+        return None
+    return f"{first.pid} {rid} step {first.step}" if first is not None else None
 
 
 def _first_cause(run: RunData, compiles: list[Compile]) -> RecompileCause | None:
@@ -404,7 +418,11 @@ def _fix(
     uncovered: list[str],
     frame: str,
     cause: RecompileCause | None = None,
+    shape_warmed: bool = False,
 ) -> str:
+    changed = change_fix(cause, frame, shape_warmed) if cause is not None else None
+    if changed is not None:
+        return changed
     if cause is not None and cause.guard is None:
         sources = ", ".join(f"`{g.source or g.kind}`" for g in cause.candidates[:3])
         return (
@@ -422,6 +440,15 @@ def _fix(
             f"{frame} ran on a module none of its cache entries was compiled for: call every "
             f"module that runs {frame}'s code (each block, each structure) in warmup with the "
             "inputs live traffic sends, so each has its entry before traffic."
+        )
+    if newest.kind in _SIZE_KINDS and shape_warmed:
+        # The request's shape was warmed: what changed is a tensor whose size does not follow
+        # it, and "warm up the shape" would name a shape warmup already served.
+        return (
+            f"Warm up a call that passes {newest.source or 'the tensor'} as live traffic does "
+            f"(expected {newest.expected}, actual {newest.actual}): the request shape was warmed, "
+            f"this tensor's size does not follow it; or mark it dynamic: "
+            f"{mark_dynamic_hint(newest.source, frame)}."
         )
     if newest.kind in _SIZE_KINDS:
         dims = " and ".join(uncovered) if uncovered else "the dimension that changed"

@@ -213,14 +213,50 @@ def _crashed(run: RunData, item: _Compile) -> str | None:
     return None
 
 
+def _violations(error: str, cwd: str | None) -> list[tuple[str, str, str]]:
+    """torch's violations in its order, each with its own user stack: (dim, value, the text from
+    its `You marked` line to the next one). The first is the declared dim the code specialised;
+    the ones after it are often its consequences (a size tied to it by an op)."""
+    starts = list(_MARKED.finditer(error))
+    return [
+        (m.group("dim"), m.group("value"), error[m.start() : nxt.start() if nxt else len(error)])
+        for m, nxt in zip(starts, [*starts[1:], None], strict=True)
+    ]
+
+
+#: `state.tokens`, `self.tokens`: an attribute read on the line (a call like `x.view(` and a
+#: tensor's own `x.shape` are not where a constant comes from).
+_ATTR_READ = re.compile(r"\b(?P<read>[A-Za-z_]\w*\.(?P<attr>[A-Za-z_]\w*))\b(?!\s*\()")
+_TENSOR_ATTRS = frozenset({"shape", "ndim", "dtype", "device", "T", "mT", "data"})
+
+
+def _attribute_read(code: str) -> str | None:
+    return next(
+        (
+            m.group("read")
+            for m in _ATTR_READ.finditer(code)
+            if m.group("attr") not in _TENSOR_ATTRS
+        ),
+        None,
+    )
+
+
 def _specialized(
     run: RunData, item: _Compile, same: list[_Compile], error: str, cwd: str | None
 ) -> Finding:
     marks = [(m.group("dim"), m.group("value")) for m in _MARKED.finditer(error)]
-    frame = _user_frame(error, cwd)
+    violations = _violations(error, cwd)
+    # The location is the first violation's own user line (the declared dim torch lists first);
+    # later violations' lines are consequences, listed as such.
+    first_text = violations[0][2] if violations else error
+    frame = _user_frame(first_text, cwd) if "User stack" in first_text else None
+    if frame is None:
+        frame = _user_frame(error, cwd)
     dims = ", ".join(f"{d} (pinned to {v})" for d, v in marks) or "a declared dim"
     declared = _dims(item.state)
     args = sorted({m.group("arg") for d, _ in marks for m in [_DIM_SOURCE.search(d)] if m})
+    if len(violations) > 1:
+        dims = f"{violations[0][0]} (pinned to {violations[0][1]})"
     evidence = [
         f"magi's first compile of {item.name} failed at {_where(item.event)} after "
         f"{format_seconds(item.duration_s)}: ConstraintViolationError",
@@ -229,7 +265,14 @@ def _specialized(
     ]
     if frame is not None:
         evidence.append(f"torch reports the specialisation at {frame[0]}: {frame[1]}")
-    chain = _user_stack(error, cwd)
+    for dim, value, text in violations[1:]:
+        then = _user_frame(text, cwd) if "User stack" in text else None
+        evidence.append(
+            f"consequence: {dim} (pinned to {value}) too"
+            + (f", at {then[0]}: {then[1]}" if then else "")
+            + f" (torch lists it after {violations[0][0]}: a size tied to it)"
+        )
+    chain = _user_stack(first_text if "User stack" in first_text else error, cwd)
     if len(chain) > 1:
         # torch names the op where the constant met the dim; the value may have entered at any
         # frame above it (a size read from self.xxx and passed down): the whole path is shown.
@@ -246,7 +289,16 @@ def _specialized(
     crashed = _crashed(run, item)
     if crashed:
         evidence.append(f"the program died of it (uncaught {crashed})")
+    if len(violations) > 1:
+        found = _DIM_SOURCE.search(violations[0][0])
+        args = [found.group("arg")] if found else args
     which = ", ".join(args) or "the argument"
+    attribute = _attribute_read(frame[1]) if frame is not None else None
+    source = (
+        f"instead of reading it from {attribute}"
+        if attribute is not None
+        else "instead of a Python int (an attribute, a scalar or a tuple)"
+    )
     return Finding(
         id=f"{ANALYZER}:specialized-dim:{item.name}{id_suffix(run, item.event.pid)}",
         analyzer=ANALYZER,
@@ -255,7 +307,7 @@ def _specialized(
         "the code, so the first compile fails",
         evidence=evidence,
         fix=f"Let the size arrive as a dimension of {which} itself (x.shape[1] inside the "
-        "compiled code) instead of reading it from self.xxx, a Python scalar or a tuple"
+        f"compiled code) {source}"
         + (f" at {frame[0]}" if frame else "")
         + "; if that dim really never varies, remove it from dynamic_arg_dims.",
         location=frame[0] if frame else _target_location(item.event, cwd),

@@ -16,10 +16,12 @@ import statistics
 
 from diag.advice import HOW_TO_MARK
 from diag.causes import RecompileCause, cause_line, cause_short, guard_condition, recompile_cause
+from diag.change import change_fix
 from diag.claims import claim
 from diag.fallback import EagerExtent, eager_extent, spots_text
 from diag.findings import Finding
 from diag.frames import label as frame_label
+from diag.settings import settings_at
 from diag.trace.run import Compile, Event, Frame, RunData, Step, Trace
 
 from .common import format_seconds as _secs
@@ -130,8 +132,7 @@ def _finding(
         evidence.append(
             f"{name} holds {held} cache entries"
             + (f" ({entries_exit} at exit)" if entries_exit not in (None, held) else "")
-            + ": the recompile limit (torch._dynamo.config.recompile_limit, 8 by default) "
-            "is reached"
+            + f": the recompile limit ({_limit_text(run, event)}) is reached"
         )
     evidence.extend(_extent_lines(name, extent, fallback))
     if not known:
@@ -158,14 +159,23 @@ def _finding(
         if churn
         else ""
     )
+    limit = settings_at(run, event.pid, event.t).get("recompile_limit")
+    lowered = limit if limit is not None and limit.changed else None
     return Finding(
         id=f"{ANALYZER}:{name}" + (f":{index + 1}" if index else "") + _id_suffix(run, event.pid),
         analyzer=ANALYZER,
         severity="error",
         title=f"{name} hit the recompile limit at {where}: {_title_extent(extent)}"
-        + (f" ({because})" if because else ""),
+        + (f" ({because})" if because else "")
+        + (f"; {lowered.phrase()}" if lowered is not None else ""),
         evidence=evidence,
-        fix=repeated_dimension_fix(repeated[0]) if repeated else _fix(run, event.pid, frame, cause),
+        fix=(
+            f"{_capital(lowered.phrase())}: the frame stops compiling after {lowered.value} "
+            "entries. "
+            if lowered is not None
+            else ""
+        )
+        + (repeated_dimension_fix(repeated[0]) if repeated else _fix(run, event.pid, frame, cause)),
         location=frame.location if frame is not None else None,
         run=run.label,
         data={
@@ -185,6 +195,7 @@ def _finding(
             "eager_calls": extent.eager_calls if extent.known else None,
             "compiled_calls": extent.compiled_calls if extent.known else None,
             "live_steps_after": len(after),
+            "recompile_limit": limit.value if limit is not None else None,
         },
         claims=[
             claim(
@@ -301,6 +312,22 @@ def _steps_after(run: RunData, event: Event) -> list[Step]:
     ]
 
 
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _limit_text(run: RunData, event: Event) -> str:
+    """The limit as the program had it: `the program lowered torch._dynamo.config.
+    recompile_limit to 2 (torch's default: 8)`, or torch's default when it kept it."""
+    setting = settings_at(run, event.pid, event.t).get("recompile_limit")
+    if setting is None:
+        return (
+            "torch._dynamo.config.recompile_limit, 8 by default; the program's own value was "
+            "not recorded"
+        )
+    return setting.phrase()
+
+
 def _fallback(run: RunData, event: Event, name: str) -> Event | None:
     for item in run.of("eager_fallback"):
         frame = Frame.from_event(item.data.get("frame"))
@@ -340,6 +367,11 @@ def _fix(run: RunData, pid: int, frame: Frame | None, cause: RecompileCause | No
             "them as 0-d tensors, or check why they are not made dynamic (a branch on the value, "
             f"torch._dynamo.config.specialize_float, mark_static). {raising}"
         )
+    changed = change_fix(cause, frame.name if frame else "the frame", False) if cause else None
+    if changed is not None:
+        # A size Dynamo specialises (0 or 1), a dispatch-key change, a module int attribute:
+        # the fix tried for that change, never mark_dynamic for a 0/1 size.
+        return f"{changed} {raising}"
     if guard is not None and guard.kind in _SIZE_KINDS:
         return (
             f"The frame keeps recompiling on the size of {guard.source or 'an input'}: warm up "

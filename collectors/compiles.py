@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
+import sys
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -35,6 +36,20 @@ _BREAK_REASON_RE = re.compile(r"Graph Break Reason:\s*(?P<reason>.+)")
 # A failed compile's reason is kept whole up to this many characters: torch puts the backend's
 # own exception on its second line and a ConstraintViolationError's user stack at its end.
 MAX_FAIL_REASON = 8192
+#: torch._dynamo.config settings that decide when a frame recompiles or runs eagerly (read at
+#: each compile; `cache_size_limit` is recompile_limit's old name, read where it is the only one).
+SETTINGS = (
+    "recompile_limit",
+    "cache_size_limit",
+    "accumulated_recompile_limit",
+    "automatic_dynamic_shapes",
+    "assume_static_by_default",
+    "allow_unspec_int_on_nn_module",
+    "specialize_int",
+    "specialize_float",
+    "force_parameter_static_shapes",
+    "suppress_errors",
+)
 
 
 def _first_line(text: object) -> str | None:
@@ -80,6 +95,7 @@ class CompileCollector:
         self.errors: dict[str, str] = {}
         #: Called after each torch._dynamo.reset() (collectors that register Dynamo callbacks).
         self.after_reset: list[Callable[[], None]] = []
+        self.last_settings: dict[str, Any] | None = None
 
     @classmethod
     def install(cls, session: Session) -> CompileCollector:
@@ -119,6 +135,7 @@ class CompileCollector:
         if "dynamo_start" in metadata:
             compile_id = self._compile_id(metadata)
             self.started[compile_id] = time.monotonic_ns()
+            self._settings(compile_id)
             # The frame and position now, not only at compile_end: a compile the process never
             # finishes (shutdown, os._exit, a crash) is still a compile of this frame, here.
             self.session.emit(
@@ -185,6 +202,40 @@ class CompileCollector:
                 raw=text[:4000],
                 **self._where(),
             )
+
+    def _settings(self, compile_id: str) -> None:
+        """The Dynamo settings that decide recompiles, as the program left them when this compile
+        started: one `compile_settings` event each time they differ from the last one written
+        (with torch's defaults, so analyzers can say "the program lowered recompile_limit")."""
+        config = sys.modules.get("torch._dynamo.config")
+        if config is None:
+            return
+        values: dict[str, Any] = {}
+        defaults: dict[str, Any] = {}
+        table = getattr(config, "_config", None)
+        for name in SETTINGS:
+            if name == "cache_size_limit" and "recompile_limit" in values:
+                continue
+            try:
+                value = getattr(config, name)
+            except AttributeError:  # not on this torch
+                continue
+            if isinstance(value, bool | int | float | str) or value is None:
+                values[name] = value
+                entry = table.get(name) if isinstance(table, dict) else None
+                default = getattr(entry, "default", None)
+                if isinstance(default, bool | int | float | str):
+                    defaults[name] = default
+        if values == self.last_settings:
+            return
+        self.last_settings = values
+        self.session.emit(
+            "compile_settings",
+            compile_id=compile_id,
+            epoch=self.epoch,
+            settings=values,
+            defaults=defaults,
+        )
 
     def _starting_frame(self, metadata: dict[str, Any]) -> dict[str, Any] | None:
         """The frame a compile starts on: as an earlier compile of the same frame id named it,

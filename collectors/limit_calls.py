@@ -92,11 +92,13 @@ class LimitCalls:
     def _locals(
         self, function: Any, owner: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> dict[str, Any] | None:
-        """The frame's locals at entry, as Dynamo sees them: the bound arguments (with defaults),
-        and `self` for a module's forward."""
+        """The frame's locals at entry, as Dynamo sees them: the compiled code's own parameters
+        bound to the call (a `functools.wraps` decorator's `*args, **kwargs`, not the wrapped
+        function's names: `inspect.signature` would follow `__wrapped__`), with defaults, `self`
+        for a module's forward, and the closure's cells by their free-variable names."""
         if function not in self.signatures:
             try:
-                self.signatures[function] = inspect.signature(function)
+                self.signatures[function] = inspect.signature(function, follow_wrapped=False)
             except (TypeError, ValueError):
                 self.signatures[function] = None
         signature = self.signatures[function]
@@ -108,6 +110,7 @@ class LimitCalls:
             return None
         bound.apply_defaults()
         f_locals = dict(bound.arguments)
+        f_locals.update(_free_variables(function))
         return {"self": owner, **f_locals} if owner is not None else f_locals
 
     def _flush(self, key: FrameKey) -> None:
@@ -131,3 +134,19 @@ class LimitCalls:
 
 def _where(position: dict[str, Any]) -> tuple[Any, ...]:
     return (position.get("phase"), position.get("request_id"), position.get("step"))
+
+
+def _free_variables(function: Any) -> dict[str, Any]:
+    """The closure's cells as the frame reads them: free-variable name -> the cell's value
+    (empty cells left out: the frame cannot read them either)."""
+    raw = getattr(function, "__func__", function)
+    code = getattr(raw, "__code__", None)
+    closure = getattr(raw, "__closure__", None) or ()
+    names = getattr(code, "co_freevars", ()) if code is not None else ()
+    found: dict[str, Any] = {}
+    for name, cell in zip(names, closure, strict=False):
+        try:
+            found[name] = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+    return found

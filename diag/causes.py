@@ -55,6 +55,9 @@ NEW_TENSOR = "new-tensor"  # every entry failed on a tensor property: the call's
 #: only in Python values: what the call brought that is new is a value, not a tensor.
 NEW_VALUE = "new-value"
 UNDECIDED = "undecided"
+#: Several entries fit the call but for one guard each; the one compiled at the call's own step
+#: (the entry the loop reuses at that step) names the cause.
+SAME_STEP = "same-step-entry"
 #: Every entry was compiled for another module (or another `self`): the call's module is new to
 #: the frame's cache.
 NEW_MODULE = "new-module"
@@ -90,6 +93,9 @@ class RecompileCause:
     decided: bool
     why: str
     failures: list[EntryFailure] = field(default_factory=list)
+    #: What changed in the program, in its terms (diag.causes.program_change): `the entry
+    #: compiled for step 1 failed on self.num_steps: it went from 6 to 10`; None: not read.
+    change: str | None = None
 
     @property
     def candidates(self) -> list[Guard]:
@@ -135,9 +141,29 @@ def recompile_cause(run: RunData, item: Compile) -> RecompileCause | None:
         return None
     found: RecompileCause | None = run._causes.get(id(item))
     if found is None:
-        found = _decide(item, _tensor_tables(run))
+        tables = _tensor_tables(run)
+        found = _decide(item, tables)
+        found = replace(found, change=program_change(run, item, found, tables))
         run._causes[id(item)] = found
     return found
+
+
+def program_change(
+    run: RunData,
+    item: Compile,
+    cause: RecompileCause,
+    tables: dict[tuple[int, int, str], EntryTable],
+) -> str | None:
+    """The cause in the program's terms, read off torch's record of the failing guard and the
+    entries' guard trees (diag.change reads the guard kinds); None when nothing more than the
+    guard itself is known."""
+    from diag.change import describe_change
+
+    entry = (
+        tables.get((item.pid, item.epoch, str(cause.entry))) if cause.entry is not None else None
+    )
+    call = tables.get((item.pid, item.epoch, item.compile_id))
+    return describe_change(run, item, cause, entry, call)
 
 
 def cause_guard(run: RunData, item: Compile) -> Guard | None:
@@ -156,6 +182,8 @@ class EntryTable:
 
     tensors: TensorTable
     values: Mapping[str, str]
+    #: The step (within its request) the entry was compiled at, when known.
+    step: int | None = None
 
 
 def _tensor_tables(run: RunData) -> dict[tuple[int, int, str], EntryTable]:
@@ -178,6 +206,10 @@ def _tensor_tables(run: RunData) -> dict[tuple[int, int, str], EntryTable]:
                 str(event.data.get("compile_id")),
             )
             tables[key] = table
+    for item in run.compiles:
+        key = (item.pid, item.epoch, item.compile_id)
+        if key in tables and item.step is not None:
+            tables[key] = replace(tables[key], step=item.step)
     run._tensor_tables = tables
     return tables
 
@@ -257,7 +289,33 @@ def _choose(
             f.guard.kind in TENSOR_KINDS for f in failures
         )
         return RecompileCause(chosen.guard, chosen.entry, decided, SAME_SOURCE, failures)
+    same_step = _same_step(possible, item, tables)
+    if same_step is not None:
+        return RecompileCause(same_step.guard, same_step.entry, True, SAME_STEP, failures)
     return RecompileCause(None, None, False, UNDECIDED, failures)
+
+
+def _same_step(
+    possible: list[EntryFailure],
+    item: Compile,
+    tables: dict[tuple[int, int, str], EntryTable],
+) -> EntryFailure | None:
+    """Several entries fit the call but for their one failing guard (a step counter on the module
+    and a per-request setting each keep one out): the entry compiled at the call's own step is
+    the one the loop meant to reuse, and its failure is what changed since (`self.num_steps`),
+    while the others fail on what changes every step (`self.cnt`)."""
+    if item.step is None:
+        return None
+    fitting = [f for f in possible if f.tensors_match is True]
+    if len(fitting) < 2:
+        return None
+    at_step = [
+        f
+        for f in fitting
+        if (table := tables.get((item.pid, item.epoch, str(f.entry)))) is not None
+        and table.step == item.step
+    ]
+    return at_step[0] if len(at_step) == 1 else None
 
 
 def _unproven_when_tables_cannot_tell(
@@ -529,6 +587,8 @@ def cause_short(cause: RecompileCause | None) -> str:
             f"a new {_module_word(cause.guard)}, no cache entry was compiled for it: "
             f"{guard_condition(cause.guard)}"
         )
+    if cause.guard is not None and cause.change:
+        return ("" if cause.decided else "likeliest: ") + cause.change
     if cause.guard is not None:
         return ("" if cause.decided else "likeliest ") + guard_condition(cause.guard)
     shown = [guard_condition(g) for g in cause.candidates[:_SHOWN_OTHERS]]
@@ -567,6 +627,11 @@ def cause_line(cause: RecompileCause) -> str:
         line += f" (entry {cause.entry}, the only one compiled for this call's module)"
     elif cause.why == TENSOR_COMPATIBLE:
         line += f" (entry {cause.entry}, the one compiled for this call's tensors)"
+    elif cause.why == SAME_STEP:
+        line += (
+            f" (entry {cause.entry}, compiled at this call's step: each other entry that fits "
+            "the call's tensors fails on one other guard, a value that changes step to step)"
+        )
     elif (
         cause.why == SAME_SOURCE
         and len({(f.guard.kind, f.guard.source) for f in cause.failures}) == 1
@@ -601,8 +666,10 @@ def cause_line(cause: RecompileCause) -> str:
             "whether its tensors fit the call is not known: not recorded, or dims the call's "
             "entry left dynamic)"
         )
+    if cause.change:
+        line = f"{cause.change}; {line}"
     others = [f for f in cause.others if f.mismatch or f.guard.kind in TENSOR_KINDS]
-    if others and cause.why in (TENSOR_COMPATIBLE, UNDECIDED, MODULE_ENTRY):
+    if others and cause.why in (TENSOR_COMPATIBLE, UNDECIDED, MODULE_ENTRY, SAME_STEP):
         listed = "; ".join(
             f"{f.entry or '?'} {f.mismatch or guard_condition(f.guard)}"
             for f in others[:_SHOWN_OTHERS]

@@ -12,11 +12,12 @@ step-0 reloads (step0-spike, cause offload-reload) and the copy-bound steps (off
 warmup-hygiene's finding that diffusers' enable_model_cpu_offload() empties the cache after every
 request (one switch does all three), and,
 under a guard-churn or recompile-limit headline, a cache-bloat of the same frame (the entries
-the churn left). A recompile that live-compile explains by another
-guard than the churned one (an unwarmed width recompiles on a size guard, and the churned
-config guard fails beside it) is not the churn's: it heads its own group. The headline is the
-most causal analyzer present (HEADLINE_ORDER); INFO findings are context and never grouped; a
-finding joins one group only.
+the churn left), and several frames' live-compile findings at one step of one request whose
+causes are size guards (one new input shape: the first frame heads). A recompile that
+live-compile explains by another guard than the churned one (an unwarmed width recompiles on
+a size guard, and the churned config guard fails beside it) is not the churn's: it heads its
+own group. The headline is the most causal analyzer present (HEADLINE_ORDER); INFO findings
+are context and never grouped; a finding joins one group only.
 """
 
 from __future__ import annotations
@@ -117,6 +118,11 @@ def _echoes(head: Finding, other: Finding, compiles: set[str]) -> bool:
         return (other.analyzer, other.data.get("cause")) == ("step0-spike", "offload-reload") or (
             other.analyzer == "offload-bound" and other.data.get("diffusers_offload") == "model"
         )
+    if head.analyzer == "live-compile" and other.analyzer == "live-compile":
+        # Several frames (two block classes) recompiling at one step of one request on a new
+        # input shape: one root cause, the request's new input (data.new_input).
+        mine = head.data.get("new_input")
+        return mine is not None and mine == other.data.get("new_input")
     if head.analyzer == "cudagraphs" and other.analyzer == "step0-spike":
         # A request whose graphs recorded live without a compile: its step-0 spike is theirs.
         rid = head.data.get("request_id")
@@ -159,8 +165,15 @@ def _compiles(finding: Finding) -> set[str]:
 
 
 def _process(finding: Finding) -> str:
-    """The process and run part of a finding id (`@rank1`, `@eager`; docs/FINDINGS.md)."""
-    return "@".join(finding.id.split("@")[1:])
+    """The process and run part of a finding id (`@rank1`, `@eager`; docs/FINDINGS.md): the
+    trailing `@` parts, which hold no `/` or `:` (a frame label does: `forward@file.py:383`)."""
+    parts = finding.id.split("@")[1:]
+    tail: list[str] = []
+    for part in reversed(parts):
+        if "/" in part or ":" in part:
+            break
+        tail.insert(0, part)
+    return "@".join(tail)
 
 
 def related_lines(finding: Finding, findings: Iterable[Finding]) -> list[str]:

@@ -537,6 +537,10 @@ def guard_tree_values(tree: str) -> dict[str, str]:
     the newest entry's are the recompiling call's, so an older entry expecting another value
     could not have served it (diag.causes)."""
     found: dict[str, str] = {}
+    # Identities, submodules' values and the frame's own values are capped apart: a module's
+    # tree checks the id of every builtin and the config of every submodule before the int
+    # attribute it branches on (`self.num_steps == 6`), the value a recompile's cause is read from.
+    kept = {"id": 0, "nested": 0, "own": 0}
     for line in tree.splitlines():
         match = _TREE_LINE.match(line)
         if match is None or match.group("name") not in _VALUE_GUARDS:
@@ -554,9 +558,11 @@ def guard_tree_values(tree: str) -> dict[str, str]:
         else:
             continue
         key = tree_key(source)
-        if key not in found:
+        bucket = "id" if ident is not None else "nested" if "_modules" in key else "own"
+        if key not in found and kept[bucket] < MAX_TREE_VALUES:
             found[key] = value[:200]
-        if len(found) >= MAX_TREE_VALUES:
+            kept[bucket] += 1
+        if min(kept.values()) >= MAX_TREE_VALUES:
             break
     return found
 
