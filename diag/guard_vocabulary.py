@@ -197,7 +197,8 @@ VOCABULARY: tuple[GuardCheck, ...] = (
         "Same device, other dispatch keys: tensors made under torch.inference_mode() lack "
         "ADInplaceOrView and Autograd keys that tensors made under no_grad carry, so warmup "
         "under inference_mode and serving under no_grad (or the reverse) recompile; vmap/grad "
-        "wrappers add FuncTorch keys.",
+        "wrappers add FuncTorch keys; on torch 2.6, entering torch.autocast adds an Autocast "
+        "key and shows here too.",
         (
             Fix(
                 _SAME_MODE.format(what="mode: both torch.inference_mode() or both no_grad"),
@@ -209,6 +210,9 @@ VOCABULARY: tuple[GuardCheck, ...] = (
             "0/0: tensor 'temb' dispatch key set mismatch. expected DispatchKeySet(CPU, "
             "BackendSelect), actual DispatchKeySet(CPU, BackendSelect, ADInplaceOrView, "
             "AutogradCPU)",
+            "0/0: tensor 'L['w']' dispatch key set mismatch. expected DispatchKeySet(CPU, "
+            "BackendSelect, ADInplaceOrView, AutogradCPU), actual DispatchKeySet(CPU, "
+            "BackendSelect, ADInplaceOrView, AutogradCPU, AutocastCPU)",
         ),
     ),
     GuardCheck(
@@ -251,14 +255,26 @@ VOCABULARY: tuple[GuardCheck, ...] = (
         "tensor-dynamic-marking",
         "tensor-other",
         "a tensor's mark_dynamic marks changed",
-        ("DIMENSION_DYNAMIC_MARKING_GUARD",),
+        ("DIMENSION_DYNAMIC_MARKING_GUARD", "DYNAMIC_INDICES"),
         "The call's tensor carries mark_dynamic marks the entry was compiled without (or "
         "marks other dimensions).",
         (Fix("Mark the same dimensions on every call, from the first", "dynamic_marking"),),
         (
             "0/0: _has_dynamo_dim_marking is present on runtime tensor but was absent at "
             "compile time",
+            "0/0: ((x._dynamo_dynamic_indices.issubset({0})) if hasattr(x, "
+            "'_dynamo_dynamic_indices') else True)",
         ),
+    ),
+    GuardCheck(
+        "tensor-data-ptr",
+        "tensor-other",
+        "another tensor's memory was passed where the entry expects one buffer",
+        ("DATA_PTR_MATCH",),
+        "The entry was bound to one tensor's memory (its data pointer): a new tensor in its "
+        "place, even with equal values, fails (older torch, for tensors baked in as constants).",
+        (Fix("Keep the same tensor object (update it in place with .copy_())"),),
+        ("0/0: x.data_ptr() == 94250",),
     ),
     GuardCheck(
         "tensor-subclass-metadata",
@@ -375,7 +391,10 @@ VOCABULARY: tuple[GuardCheck, ...] = (
             Fix("Pass a number that varies per call as a tensor", "argument_float"),
             Fix("Warm up each value of a small set (e.g. a mode string)", "argument_str"),
         ),
-        ("0/0: s == 0.5                                  # return x * s  # prog.py:12 in f",),
+        (
+            "0/0: s == 0.5                                  # return x * s  # prog.py:12 in f",
+            "0/0: L['guidance'] == 3.5",
+        ),
     ),
     GuardCheck(
         "bool-value",
@@ -419,9 +438,12 @@ VOCABULARY: tuple[GuardCheck, ...] = (
             "MODULE_MATCH",
             "BUILTIN_MATCH",
             "NN_MODULE",
+            "NAME_MATCH",
+            "PYMODULE_MATCH",
         ),
         "The entry is bound to one object (a function, a class, a module instance); the call "
-        "passed another one (a function chosen per request, a model rebuilt per request).",
+        "passed another one (a function chosen per request, a model rebuilt per request). "
+        "torch 2.6 guards True and False this way too (`___check_obj_id(L['flag'], ...)`).",
         (
             Fix("Create the object once, before warmup, and pass that same object"),
             Fix("Warm up each object of a small set"),
@@ -442,9 +464,9 @@ VOCABULARY: tuple[GuardCheck, ...] = (
         "object-deallocated",
         "object-identity",
         "an object the entry was bound to was freed",
-        ("WEAKREF_ALIVE",),
-        "The entry referred to an object (often a module) that has been garbage collected, so "
-        "it can never match again.",
+        ("WEAKREF_ALIVE", "OBJECT_MUTATION"),
+        "The entry referred to an object (often a module) that has been garbage collected, or "
+        "(older torch) a watched module that was mutated, so it can never match again.",
         (Fix("Keep the object alive for the program's life (hold a reference)"),),
         ("0/0: Cache line invalidated because L['self'] got deallocated",),
     ),
@@ -485,6 +507,8 @@ VOCABULARY: tuple[GuardCheck, ...] = (
         "container-keys",
         "a dict's keys (or their order) changed",
         (
+            "DICT_KEYS",
+            "DICT_CONST_KEYS",
             "DICT_KEYS_MATCH",
             "MAPPING_KEYS_CHECK",
             "MAPPING_KEYS_MATCH",
@@ -497,6 +521,8 @@ VOCABULARY: tuple[GuardCheck, ...] = (
         (
             "0/0: list(dict.keys(d)) == ['a', 'b']",
             "0/0: ___dict_contains('b', d)",
+            "0/0: ___key_to_id(d) == ['a', 'b']",
+            "0/0: list(L['d'].keys())[0] == 'a'",
         ),
     ),
     GuardCheck(
@@ -506,7 +532,7 @@ VOCABULARY: tuple[GuardCheck, ...] = (
         ("SET_CONTAINS", "SET_NOT_CONTAINS"),
         "The compiled code tested membership in a set, and the set changed.",
         (Fix("Warm up each set of a small collection", "set"),),
-        ("0/0: set.__contains__(s, 'a')",),
+        ("0/0: set.__contains__(s, 'a')", "0/0: L['skip_layers'] == {3}"),
     ),
     GuardCheck(
         "dict-version",
@@ -695,6 +721,18 @@ VOCABULARY: tuple[GuardCheck, ...] = (
         ),
     ),
     GuardCheck(
+        "no-reason",
+        "object-identity",
+        "every guard passed: torch recorded no reason",
+        (),
+        "The entry's guards all pass on the call, yet Dynamo compiled again, and torch wrote an "
+        "empty reason (`0/0: `). torch 2.6 does this when the compile's backend differs "
+        "(torch.compile called again: a new backend callable), which it checks apart from the "
+        "guards; later torch writes a BACKEND_MATCH text instead.",
+        (Fix("Call torch.compile once and reuse the compiled callable"),),
+        ("0/0: ",),
+    ),
+    GuardCheck(
         "python-check",
         "unknown",
         "a check written in Python (its text names what it tests)",
@@ -757,20 +795,22 @@ def builders() -> frozenset[str]:
 
 def render_markdown() -> str:
     """docs/GUARDS.md, from the table."""
+    intro = (
+        "Every guard kind Dynamo can emit, as diag classifies it: what it means in the "
+        "program's terms and the fixes. Generated from `diag/guard_vocabulary.py` by "
+        "`python -m diag.guard_vocabulary > docs/GUARDS.md`; tests/unit/test_guard_vocabulary.py "
+        "fails when this file and the table differ, and when the installed torch has a guard "
+        "builder, C++ leaf guard or GLOBAL_STATE field that no entry names (checked on torch "
+        "2.13 and 2.6; the releases between were not at hand). A fix marked *verified* is "
+        "applied by a guard-kind family of `bench/fidelity.py --guard-kinds` "
+        "(bench/fidelity_kit/guard_kinds.py) to a generated program, which then serves without "
+        "the live recompile and with the same outputs (on torch 2.13, CPU, aot_eager); the "
+        "others are not yet seen to work."
+    )
     lines = [
         "# Guard kinds",
         "",
-        "Every guard kind Dynamo can emit (torch 2.6 to 2.13, read from torch's source), as diag",
-        "classifies it: what it means in the program's terms and the fixes. Generated from",
-        "`diag/guard_vocabulary.py` by `python -m diag.guard_vocabulary > docs/GUARDS.md`; "
-        "tests/unit/test_guard_vocabulary.py",
-        "fails when this file and the table differ, and when the installed torch has a guard "
-        "builder, leaf guard or",
-        "global-state field no entry names. A fix marked *verified* is applied by the guard-kind "
-        "families of",
-        "`bench/fidelity.py --guard-kinds` (bench/fidelity_kit/guard_kinds.py) to a generated "
-        "program, which sees the",
-        "live recompile go away with the output unchanged; the others are not yet seen to work.",
+        intro,
         "",
         "| kind | family | torch's names | verified fixes |",
         "|---|---|---|---|",

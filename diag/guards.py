@@ -530,7 +530,10 @@ _CHECK_MARKERS = (
     ("___tuple_iterator_len(", "iterator"),
     ("___normalize_range_iter(", "iterator"),
     ("___normalize_count_iter(", "iterator"),
+    ("___key_to_id(", "dict-keys"),
     ("___dict_version(", "dict-version"),
+    ("_dynamo_dynamic_indices", "tensor-dynamic-marking"),
+    (".data_ptr() ==", "tensor-data-ptr"),
     ("set.__contains__(", "set-contains"),
     ("frozenset.__contains__(", "set-contains"),
     ("__math_isnan(", "nan-value"),
@@ -554,6 +557,8 @@ _ALIAS = re.compile(r"^(?P<a>[^\s=<>!()]+) is (?P<b>[^\s=<>!()]+)$")
 _MODULE_INT_HINT = "integer attributes of the nn.Module"
 _CLOSURE_HINT = re.compile(r"HINT: guard on \"|__closure__|cell_contents")
 _GLOBAL_SOURCE = re.compile(r"^(?:not )?\(?G\[")
+_KEYS_LIST = re.compile(r"\.keys\(\)\)(?:\[\d+\])? ==")
+_SET_LITERAL = re.compile(r"^\{[^:{}]+\}$")
 _HOOKS = re.compile(r"\._(?:forward|backward|forward_pre|backward_pre|state_dict)\w*_hooks\b")
 
 
@@ -579,6 +584,8 @@ def _check(raw: str) -> str:
     if prefix is not None:
         line = line[prefix.end() :]
     expr, comment = _split_comment(line)
+    if not expr and prefix is not None:
+        return "no-reason"
     hint = _HINT.search(expr)
     if hint is not None:  # " (HINT: ...)" after an expression without a comment
         comment, expr = expr[hint.start() :], expr[: hint.start()].rstrip()
@@ -631,7 +638,7 @@ def _value_check(expr: str, note: str) -> str:
         return "object-type"
     if _HASATTR.match(expr) or ".__dict__)" in expr:
         return "object-hasattr"
-    if _DICT_CONTAINS.match(expr) or _DICT_KEYS.match(expr) or ".keys()) ==" in expr:
+    if _DICT_CONTAINS.match(expr) or _DICT_KEYS.match(expr) or _KEYS_LIST.search(expr):
         return "dict-keys"
     length = _LEN.match(condition)
     if length is not None or (expr.startswith("not ") and _SOURCE_LIKE.match(condition)):
@@ -651,8 +658,13 @@ def _value_check(expr: str, note: str) -> str:
 
 def _value_source(source: str, value: str, note: str) -> str:
     """`x == 3`: what holds the value decides the kind, as the fixes differ."""
+    if _GLOBAL_SOURCE.match(source) and not _CLOSURE_HINT.search(note):
+        return "global-value"
+    source = tree_key(source)  # torch 2.6 writes `L['x']`, later torch `x`
     if source.endswith(".training"):
         return "module-training"
+    if source.endswith(".__name__"):
+        return "object-identity"
     if _CLOSURE_HINT.search(source) or _CLOSURE_HINT.search(note):
         return "closure-value"
     if _GLOBAL_SOURCE.match(source):
@@ -661,6 +673,8 @@ def _value_source(source: str, value: str, note: str) -> str:
         return "bool-value"
     if _MODULE_INT_HINT in note or source.startswith(("self.", "L['self']", 'L["self"]')):
         return "module-attribute"
+    if source.isidentifier() and _SET_LITERAL.match(value.strip()):
+        return "set-contains"  # torch 2.6 compares a set argument whole: `L['s'] == {3}`
     if source.isidentifier() or re.match(r"^(?:int|float|str|bool)\(\w+\)$", source):
         return "argument-value"
     return "object-attribute"

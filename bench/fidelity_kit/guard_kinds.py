@@ -556,7 +556,9 @@ _MAIN = """
 def main():
     names, seed = sys.argv[1].split(","), int(sys.argv[2])
     fixed, out = sys.argv[3] == "fixed", sys.argv[4]
-    torch._dynamo.config.recompile_limit = 64
+    config = torch._dynamo.config
+    limit = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
+    setattr(config, limit, 64)  # torch < 2.7 calls it cache_size_limit
     results = {}
     for name in names:
         torch._dynamo.reset()
