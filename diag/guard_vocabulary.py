@@ -64,6 +64,16 @@ VOCABULARY: tuple[GuardCheck, ...] = (
                 "size",
             ),
             Fix("Warm up every size live traffic sends (a bounded set of resolutions)"),
+            Fix(
+                "Where the program set torch._dynamo.config.automatic_dynamic_shapes = False: "
+                "leave it on, and warm up two sizes (the second compiles the dimension dynamic)",
+                "setting_automatic_dynamic_off",
+            ),
+            Fix(
+                "Where the program compiled with dynamic=False: leave dynamic unset, and warm up "
+                "two sizes",
+                "setting_dynamic_false",
+            ),
             Fix("torch.compile(..., dynamic=True)"),
         ),
         ("0/0: tensor 'x' size mismatch at index 0. expected 2, actual 3",),

@@ -54,6 +54,39 @@ FAMILIES: tuple[KindFamily, ...] = (
     return [f(arg(s + 2)), f(arg(s + 4))]
 """,
     ),
+    # The program's own settings (issue 35, item 4): the fix is to leave torch's default.
+    _family(
+        "setting_automatic_dynamic_off",
+        "tensor-size",
+        """
+    config = torch._dynamo.config
+    before = config.automatic_dynamic_shapes
+    config.automatic_dynamic_shapes = fixed  # the program turned it off
+    try:
+        def fn(latents_auto):
+            return latents_auto * 2
+        f = compile_fn(fn)
+        f(data(3, 4))
+        f(data(4, 4))
+        serve_start()
+        return [f(data(5, 4)), f(data(6, 4))]
+    finally:
+        config.automatic_dynamic_shapes = before
+""",
+    ),
+    _family(
+        "setting_dynamic_false",
+        "tensor-size",
+        """
+    def fn(latents_static):
+        return latents_static * 2
+    f = compile_fn(fn, dynamic=None if fixed else False)
+    f(data(3, 4))
+    f(data(4, 4))
+    serve_start()
+    return [f(data(5, 4)), f(data(6, 4))]
+""",
+    ),
     _family(
         "size_0_1",
         "tensor-size-0-1",
