@@ -146,16 +146,20 @@ def _guard_kinds(args: argparse.Namespace) -> int:
     started = time.monotonic()
     root = args.keep or Path(tempfile.mkdtemp(prefix="guard-kinds-"))
     results = []
+    families = list(guard_kinds.FAMILIES)
     for seed in range(args.seed, args.seed + args.n):
-        one = guard_kinds.run_kinds(
-            list(guard_kinds.FAMILIES), seed, root / f"s{seed}", True, args.timeout
-        )
-        results.extend(one)
+        folder = root / f"s{seed}"
+        if args.reuse is not None:  # re-score a kept run (`--keep`) without running anything
+            results.extend(guard_kinds.score(args.reuse / f"s{seed}", families))
+            continue
+        results.extend(guard_kinds.run_kinds(families, seed, folder, True, args.timeout))
         print(f"seed {seed}: {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
     if args.keep is None:
         shutil.rmtree(root, ignore_errors=True)
     header = (
-        f"guard kinds: python bench/fidelity.py --guard-kinds --seed {args.seed} --n {args.n}\n"
+        f"guard kinds: python bench/fidelity.py --guard-kinds --seed {args.seed} --n {args.n}"
+        + (f" --reuse {args.reuse} (re-scored; {args.note})" if args.reuse else "")
+        + "\n"
         f"run {datetime.datetime.now():%Y-%m-%d %H:%M}, {time.monotonic() - started:.0f} s; "
         f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPU(s)"
     )

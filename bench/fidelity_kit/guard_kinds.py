@@ -20,6 +20,7 @@ import json
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -681,8 +682,6 @@ def run_kinds(
 ) -> list[KindResult]:
     """Run the program planted under `diag record` (plain when not `record`: diag's claims are
     then its classification of torch's texts) and fixed, and score each family."""
-    from diag.guards import guard_check  # the harness's view of diag's classification
-
     work = folder or Path(tempfile.mkdtemp(prefix="guard-kinds-"))
     work.mkdir(parents=True, exist_ok=True)
     program = work / "program.py"
@@ -702,9 +701,16 @@ def run_kinds(
     done = _run([*plain, "fixed", str(fixed)], timeout)
     if done.returncode != 0 or not fixed.exists():
         raise RuntimeError(f"fixed run failed ({done.returncode}): {done.stderr[-2000:]}")
-    got: dict[str, Any] = json.loads(planted.read_text(encoding="utf-8"))
-    repaired: dict[str, Any] = json.loads(fixed.read_text(encoding="utf-8"))
-    recorded = _diag_recompile_guards(trace) if record else []
+    return score(work, families, record)
+
+
+def score(work: Path, families: list[KindFamily], record: bool = True) -> list[KindResult]:
+    """Each family's claims, confirmed and fix verified, from a run folder of run_kinds."""
+    from diag.guards import guard_check
+
+    got: dict[str, Any] = json.loads((work / "planted.json").read_text(encoding="utf-8"))
+    repaired: dict[str, Any] = json.loads((work / "fixed.json").read_text(encoding="utf-8"))
+    recorded = _diag_recompile_guards(work / "trace") if record else []
     results = []
     for family in families:
         result = KindResult(family.name, family.check)
@@ -714,8 +720,12 @@ def run_kinds(
             if err:
                 result.notes.append(err)
         if record:
-            serving = set(result.torch_serve)
-            claims = [raw for raw in recorded if raw in serving]
+            # diag's record holds warmup and serving alike: a text torch also wrote during
+            # warmup counts for serving only beyond its warmup count.
+            seen, warm = Counter(recorded), Counter(mine.get("warmup", []))
+            claims = []
+            for raw, count in Counter(result.torch_serve).items():
+                claims += [raw] * min(count, max(0, seen[raw] - warm[raw]))
         else:
             claims = list(result.torch_serve)
         result.claims = len(claims)
