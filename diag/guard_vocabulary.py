@@ -45,6 +45,17 @@ class GuardCheck:
     def verified_fixes(self) -> tuple[Fix, ...]:
         return tuple(f for f in self.fixes if f.verified_by)
 
+    def advice(self) -> str:
+        """The fix sentence a finding prints for this kind: the verified fixes, or an honest
+        "no verified fix" with the options (issue 35: every fix printed is one seen to work)."""
+        verified = self.verified_fixes
+        if verified:
+            return "; or ".join(f.text for f in verified) + " (verified)"
+        if self.fixes:
+            options = "; ".join(f.text for f in self.fixes)
+            return f"no verified fix for {self.title}; options: {options}"
+        return f"no fix known for {self.title}"
+
 
 _SAME_MODE = "Run warmup and serving under the same {what}"
 

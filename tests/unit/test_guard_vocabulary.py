@@ -78,3 +78,11 @@ def test_verified_fixes_name_a_family_of_their_kind() -> None:
 def test_every_family_has_a_verified_fix_in_the_table() -> None:
     verified = {f.verified_by for c in VOCABULARY for f in c.fixes}
     assert sorted(set(FAMILIES) - verified) == []
+
+
+def test_advice_prints_verified_fixes_or_says_there_is_none() -> None:
+    size01 = BY_NAME["tensor-size-0-1"].advice()
+    assert size01.endswith("(verified)") and "mark_dynamic" not in size01
+    device = BY_NAME["tensor-device"].advice()
+    assert device.startswith("no verified fix for a tensor moved to another device; options:")
+    assert BY_NAME["unknown"].advice() == "no fix known for a guard diag does not know"
