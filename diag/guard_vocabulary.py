@@ -464,7 +464,7 @@ VOCABULARY: tuple[GuardCheck, ...] = (
         ),
         "The entry is bound to one object (a function, a class, a module instance); the call "
         "passed another one (a function chosen per request, a model rebuilt per request). "
-        "torch 2.6 guards True and False this way too (`___check_obj_id(L['flag'], ...)`).",
+        "torch 2.6 and 2.7 guard True and False this way too (`___check_obj_id(flag, ...)`).",
         (
             Fix("Create the object once, before warmup, and pass that same object"),
             Fix("Warm up each object of a small set"),
@@ -747,7 +747,7 @@ VOCABULARY: tuple[GuardCheck, ...] = (
         "every guard passed: torch recorded no reason",
         (),
         "The entry's guards all pass on the call, yet Dynamo compiled again, and torch wrote an "
-        "empty reason (`0/0: `). torch 2.6 does this when the compile's backend differs "
+        "empty reason (`0/0: `). torch 2.6 and 2.7 do this when the compile's backend differs "
         "(torch.compile called again: a new backend callable), which it checks apart from the "
         "guards; later torch writes a BACKEND_MATCH text instead.",
         (Fix("Call torch.compile once and reuse the compiled callable"),),
@@ -822,7 +822,7 @@ def render_markdown() -> str:
         "`python -m diag.guard_vocabulary > docs/GUARDS.md`; tests/unit/test_guard_vocabulary.py "
         "fails when this file and the table differ, and when the installed torch has a guard "
         "builder, C++ leaf guard or GLOBAL_STATE field that no entry names (checked on torch "
-        "2.13 and 2.6; the releases between were not at hand). A fix marked *verified* is "
+        "2.13, 2.7 and 2.6; the other releases were not at hand). A fix marked *verified* is "
         "applied by a guard-kind family of `bench/fidelity.py --guard-kinds` "
         "(bench/fidelity_kit/guard_kinds.py) to a generated program, which then serves without "
         "the live recompile and with the same outputs (on torch 2.13, CPU, aot_eager); the "
