@@ -4,9 +4,10 @@ fixes that remove the recompile (issue 35, "the guard vocabulary is torch's").
 Standard library only, like diag.guards, which decides a failure's check from this table: the
 compile collector runs inside the recorded program.
 
-Read from torch's source for 2.6 to 2.13 (torch/_dynamo/guards.py: each `GuardBuilder` method and
-`get_guard_fail_reason`; torch/csrc/dynamo/guards.cpp: the leaf guards of
-`torch._C._dynamo.guards` and their messages, `GlobalStateGuard`'s fields). `builders` names
+Read from torch 2.6, 2.7 and 2.13 (torch/_dynamo/guards.py: each `GuardBuilder` method and
+`get_guard_fail_reason`; the leaf guards of `torch._C._dynamo.guards`, their messages in
+libtorch_python and guards.cpp, `GlobalStateGuard`'s fields), and from the failure texts real
+compiles of the guard-kind program wrote on each. `builders` names
 what torch calls the check, so tests/unit/test_guard_vocabulary.py can fail on a builder, leaf
 guard or global-state field of the installed torch that no entry names. docs/GUARDS.md is
 rendered from this table (`python -m diag.guard_vocabulary > docs/GUARDS.md`), and a test keeps
