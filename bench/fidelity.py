@@ -12,6 +12,10 @@ made, confirmed and contradicted (with the program and the claim); which problem
 recorded that no finding claims; errors and warnings on clean programs; and every difference
 between the plain and the recorded run (a defect of diag). Written to bench/results/.
 
+`--guard-kinds` runs the guard-kind families instead (bench/fidelity_kit/guard_kinds.py, issue
+35): one planted section per guard kind the CPU can produce, `--n` seeds from `--seed`, and
+prints per kind torch's serving recompiles, diag's claims, confirmed, and fix verified.
+
 `--reuse DIR` re-evaluates the kept run folders of an earlier `--keep DIR` without running
 anything (after changing diag's analyzers: re-run `diag analyze` with `--reanalyze`).
 """
@@ -75,7 +79,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reanalyze", action="store_true", help="with --reuse: analyze again")
     parser.add_argument("--out", type=Path, default=None, help="report path (.txt; .json beside)")
     parser.add_argument("--note", default="", help="a line for the report's header")
+    parser.add_argument(
+        "--guard-kinds", action="store_true", help="run the guard-kind families (issue 35)"
+    )
     args = parser.parse_args(argv)
+    if args.guard_kinds:
+        return _guard_kinds(args)
     families = [f for f in args.families.split(",") if f]
     unknown = [f for f in families if f not in FAMILIES]
     if unknown:
@@ -127,6 +136,42 @@ def main(argv: list[str] | None = None) -> int:
     out.write_text(text, encoding="utf-8")
     out.with_suffix(".json").write_text(report.to_json(evaluations, header), encoding="utf-8")
     print(f"written: {out} (and .json)", file=sys.stderr)
+    return 0
+
+
+def _guard_kinds(args: argparse.Namespace) -> int:
+    """Each seed's program planted under `diag record` and fixed; one table over all seeds."""
+    from fidelity_kit import guard_kinds
+
+    started = time.monotonic()
+    root = args.keep or Path(tempfile.mkdtemp(prefix="guard-kinds-"))
+    results = []
+    families = list(guard_kinds.FAMILIES)
+    for seed in range(args.seed, args.seed + args.n):
+        folder = root / f"s{seed}"
+        if args.reuse is not None:  # re-score a kept run (`--keep`) without running anything
+            results.extend(guard_kinds.score(args.reuse / f"s{seed}", families))
+            continue
+        results.extend(guard_kinds.run_kinds(families, seed, folder, True, args.timeout))
+        print(f"seed {seed}: {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+    if args.keep is None:
+        shutil.rmtree(root, ignore_errors=True)
+    header = (
+        f"guard kinds: python bench/fidelity.py --guard-kinds --seed {args.seed} --n {args.n}"
+        + (f" --reuse {args.reuse} (re-scored; {args.note})" if args.reuse else "")
+        + "\n"
+        f"run {datetime.datetime.now():%Y-%m-%d %H:%M}, {time.monotonic() - started:.0f} s; "
+        f"load average at the end: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPU(s)"
+    )
+    notes = [f"- {r.family} (seed run): {n}" for r in results for n in r.notes]
+    text = "\n".join([header, "", guard_kinds.report(results), *notes]) + "\n"
+    print(text)
+    out = args.out or RESULTS / (
+        f"guard_kinds_{datetime.date.today():%Y-%m-%d}_s{args.seed}_n{args.n}.md"
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    print(f"written: {out}", file=sys.stderr)
     return 0
 
 

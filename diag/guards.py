@@ -10,10 +10,14 @@ recognised is kept as kind "unknown" with its raw text, never an exception.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
-from typing import Literal, TypeAlias
+from typing import Literal, TypeAlias, cast
+
+from diag.guard_vocabulary import GuardCheck
+from diag.guard_vocabulary import entry as vocabulary_entry
 
 from diag.trace.numerals import parse_int
 
@@ -162,6 +166,11 @@ def _parse(text: str) -> GuardFailure:
         line = line[prefix.end() :]
     expr, comment = _split_comment(line)
     kind, source, expected, actual = _classify(expr)
+    # The vocabulary decides the family where it knows the check; the rules above keep the
+    # source and values (and the kind of texts the vocabulary does not know).
+    family = vocabulary_entry(guard_check(raw)).family
+    if family != "unknown":
+        kind = cast(GuardKind, family)
     return GuardFailure(
         compile_id=compile_id,
         kind=kind,
@@ -476,6 +485,201 @@ _RULES = (
     _rule_value,
     _rule_global_words,
 )
+
+
+# --- the check: which entry of diag.guard_vocabulary a failure is --------------------------------
+
+_GLOBAL_PARTS = (
+    ("grad_mode", "grad-mode"),
+    ("autocast", "autocast"),
+    ("default_dtype", "default-dtype"),
+    ("deterministic_algorithms", "deterministic-algorithms"),
+    ("num_threads", "num-threads"),
+    ("allow_tf32", "matmul-precision"),
+    ("allow_fp16_reduce", "matmul-precision"),
+    ("allow_bf16_reduce", "matmul-precision"),
+    ("fp32_precision", "matmul-precision"),
+    ("torch_function", "torch-function"),
+)
+#: Whole-text markers, first match wins (checked on the guard's expression).
+_CHECK_MARKERS = (
+    ("Duplicate tensor", "tensor-aliasing"),
+    ("_has_dynamo_dim_marking", "tensor-dynamic-marking"),
+    ("not a subset", "tensor-dynamic-marking"),
+    ("___check_metadata_", "tensor-subclass-metadata"),
+    ("__dtensor_spec_", "tensor-dtensor-spec"),
+    ("___check_opaque_guard_fn_", "opaque-object"),
+    ("BACKEND_MATCH", "backend"),
+    ("___check_current_backend(", "backend"),
+    ("Cache line invalidated", "object-deallocated"),
+    ("Unexpected recompilation", "unexpected"),
+    ("getattr failed on source", "value-missing"),
+    ("KeyError on ", "value-missing"),
+    ("IndexError on ", "value-missing"),
+    ("expected type of '", "tensor-type"),
+    ("___is_grad_enabled()", "grad-mode"),
+    ("___are_deterministic_algorithms_enabled()", "deterministic-algorithms"),
+    ("___is_torch_function_enabled()", "torch-function"),
+    ("___check_torch_function_mode_stack()", "torch-function-mode"),
+    ("CURRENT_DEVICE", "default-device"),
+    ("compare_functorch_state", "functorch-stack"),
+    ("forward_ad._current_level", "dual-level"),
+    ("top_saved_tensors_hooks", "saved-tensors-hooks"),
+    ("___check_global_state()", "global-state"),
+    ("___check_obj_id(", "object-identity"),
+    ("___check_type_id(", "object-type"),
+    ("___check_fake_script_type(", "object-type"),
+    ("___tuple_iterator_len(", "iterator"),
+    ("___normalize_range_iter(", "iterator"),
+    ("___normalize_count_iter(", "iterator"),
+    ("___key_to_id(", "dict-keys"),
+    ("___dict_version(", "dict-version"),
+    ("_dynamo_dynamic_indices", "tensor-dynamic-marking"),
+    (".data_ptr() ==", "tensor-data-ptr"),
+    ("set.__contains__(", "set-contains"),
+    ("frozenset.__contains__(", "set-contains"),
+    ("__math_isnan(", "nan-value"),
+    ("__numpy_isnan(", "nan-value"),
+)
+_TENSOR_PARTS = {
+    "size": "tensor-size",
+    "stride": "tensor-stride",
+    "dtype": "tensor-dtype",
+    "requires_grad": "tensor-requires-grad",
+    "rank": "tensor-rank",
+}
+_ZERO_ONE = frozenset({"0", "1"})
+_SPECIALIZED_01 = "0/1 specialization"
+_SIZE_01 = re.compile(
+    r"^(?:2 <= \S+\.size\(\)\[\d+\]|\S+\.size\(\)\[\d+\] (?:>= 2|[=!]= [01])"
+    r"|[01] [=!]= \S+\.size\(\)\[\d+\])$"
+)
+_SIZE_EQ = re.compile(r"^\S+\.size\(\)\[\d+\] == \d+$|^\d+ == \S+\.size\(\)\[\d+\]$")
+_ALIAS = re.compile(r"^(?P<a>[^\s=<>!()]+) is (?P<b>[^\s=<>!()]+)$")
+_MODULE_INT_HINT = "integer attributes of the nn.Module"
+_CLOSURE_HINT = re.compile(r"HINT: guard on \"|__closure__|cell_contents")
+_GLOBAL_SOURCE = re.compile(r"^(?:not )?\(?G\[")
+_KEYS_LIST = re.compile(r"\.keys\(\)\)(?:\[\d+\])? ==")
+_SET_LITERAL = re.compile(r"^\{[^:{}]+\}$")
+_HOOKS = re.compile(r"\._(?:forward|backward|forward_pre|backward_pre|state_dict)\w*_hooks\b")
+
+
+@functools.lru_cache(maxsize=4096)
+def guard_check(text: str) -> str:
+    """The name of diag.guard_vocabulary's entry for one failure text (`tensor-dispatch-keys`,
+    `module-attribute`, `grad-mode`, ...); "unknown" for a text of no known kind. Read off the
+    raw text alone, so old traces classify as well as new ones."""
+    try:
+        return _check(_as_text(text))
+    except Exception:  # a collector inside the user's program must never fail on odd text
+        return "unknown"
+
+
+def guard_entry(text: str) -> GuardCheck:
+    """The vocabulary entry (meaning, fixes, which fixes are verified) for one failure text."""
+    return vocabulary_entry(guard_check(text))
+
+
+def _check(raw: str) -> str:
+    line = raw.split("\n", 1)[0].strip()
+    prefix = _COMPILE_ID.match(line)
+    if prefix is not None:
+        line = line[prefix.end() :]
+    expr, comment = _split_comment(line)
+    if not expr and prefix is not None:
+        return "no-reason"
+    hint = _HINT.search(expr)
+    if hint is not None:  # " (HINT: ...)" after an expression without a comment
+        comment, expr = expr[hint.start() :], expr[: hint.start()].rstrip()
+    note = comment or ""
+    if expr.startswith("tensor '"):
+        return _tensor_check(expr)
+    changed = _GLOBAL_CHANGED.match(expr)
+    if changed is not None:
+        return _global_part(changed.group("what"))
+    for marker, name in _CHECK_MARKERS:
+        if marker in expr:
+            return name
+    return _value_check(expr, note)
+
+
+def _tensor_check(expr: str) -> str:
+    kind, _, expected, actual = _tensor_mismatch(expr) or ("unknown", None, None, None)
+    what = _TENSOR.match(expr)
+    part = what.group("what").strip().lower() if what else ""
+    if part == "size" and (expected in _ZERO_ONE or actual in _ZERO_ONE):
+        return "tensor-size-0-1"
+    if part in _TENSOR_PARTS:
+        return _TENSOR_PARTS[part]
+    if kind == "tensor-device":
+        return "tensor-device"
+    if part == "dispatch key set":
+        return "tensor-dispatch-keys"
+    return "unknown"
+
+
+def _global_part(what: str) -> str:
+    for word, name in _GLOBAL_PARTS:
+        if what.strip().startswith(word):
+            return name
+    return "global-state"
+
+
+def _value_check(expr: str, note: str) -> str:
+    condition = expr.removeprefix("not ").strip()
+    if _SPECIALIZED_01 in note or _SIZE_01.match(condition):
+        return "tensor-size-0-1"
+    prop = _SYM_PROP.search(condition)
+    if prop is not None:
+        if prop.group("offset"):
+            return "tensor-storage-offset"
+        if prop.group("prop") == "stride":
+            return "tensor-stride"
+        return "tensor-size" if _SIZE_EQ.match(condition) else "tensor-shape-relation"
+    if _ISINSTANCE.match(expr) or _TYPE_IS.match(expr):
+        return "object-type"
+    if _HASATTR.match(expr) or ".__dict__)" in expr:
+        return "object-hasattr"
+    if _DICT_CONTAINS.match(expr) or _DICT_KEYS.match(expr) or _KEYS_LIST.search(expr):
+        return "dict-keys"
+    length = _LEN.match(condition)
+    if length is not None or (expr.startswith("not ") and _SOURCE_LIKE.match(condition)):
+        source = length.group("src") if length else condition
+        return "module-hooks" if _HOOKS.search(source) else "container-length"
+    none = _IS_NONE.match(condition)
+    if none is not None and _SOURCE_LIKE.match(none.group("src")):
+        return "none-value"
+    alias = _ALIAS.match(condition)
+    if alias is not None and all(_SOURCE_LIKE.match(alias.group(g)) for g in "ab"):
+        return "tensor-aliasing"
+    equals = _EQ.match(condition)
+    if equals is not None and _SOURCE_LIKE.match(equals.group("src")):
+        return _value_source(equals.group("src"), equals.group("value"), note)
+    return "unknown"
+
+
+def _value_source(source: str, value: str, note: str) -> str:
+    """`x == 3`: what holds the value decides the kind, as the fixes differ."""
+    if _GLOBAL_SOURCE.match(source) and not _CLOSURE_HINT.search(note):
+        return "global-value"
+    source = tree_key(source)  # torch 2.6 writes `L['x']`, later torch `x`
+    if source.endswith(".training"):
+        return "module-training"
+    if source.endswith(".__name__"):
+        return "object-identity"
+    if _CLOSURE_HINT.search(source) or _CLOSURE_HINT.search(note):
+        return "closure-value"
+    if _GLOBAL_SOURCE.match(source):
+        return "global-value"
+    if value.strip() in ("True", "False"):
+        return "bool-value"
+    if _MODULE_INT_HINT in note or source.startswith(("self.", "L['self']", 'L["self"]')):
+        return "module-attribute"
+    if source.isidentifier() and _SET_LITERAL.match(value.strip()):
+        return "set-contains"  # torch 2.6 compares a set argument whole: `L['s'] == {3}`
+    if source.isidentifier() or re.match(r"^(?:int|float|str|bool)\(\w+\)$", source):
+        return "argument-value"
+    return "object-attribute"
 
 
 # Dynamo names a module it reaches through a global as `G['__import_a_dot_b']` (or bare
