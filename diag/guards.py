@@ -18,7 +18,6 @@ from typing import Literal, TypeAlias, cast
 
 from diag.guard_vocabulary import GuardCheck
 from diag.guard_vocabulary import entry as vocabulary_entry
-
 from diag.trace.numerals import parse_int
 
 GuardKind = Literal[
