@@ -180,6 +180,7 @@ def plan_warmup(
     warm_compiles: list[tuple[RunData, Compile]] = []
     notes: list[str] = []
     served: list[dict[str, Any]] = []
+    namings: set[tuple[str, ...] | None] = set()
     for trace in traces:
         where = str(trace.path)
         for run in trace.subject_runs:
@@ -188,6 +189,7 @@ def plan_warmup(
                 if shape is None:
                     continue
                 if request.phase == "live":
+                    namings.add(_names(run, request.pid, shape))
                     live_shapes.append(shape)
                     if trace is traces[0]:
                         served.append({"shape": list(shape), "steps": request.step_count})
@@ -205,6 +207,13 @@ def plan_warmup(
                 owner = by_id.get((item.pid, item.request_id))
                 shape = _request_shape(owner) if owner is not None else None
                 seen.append(_classify(run, where, item, shape, explain.get(where, {})))
+    programs = {_program(trace) for trace in traces}
+    if len(namings) > 1 or len(programs) > 1:
+        notes.append(
+            "the recordings look like different programs ("
+            + "; ".join(sorted(p or "?" for p in programs))
+            + "): a warmup plan is one program's, plan each apart"
+        )
     if any(run.of("magi_compile_end") for trace in traces for run in trace.subject_runs):
         notes.append(
             "MagiCompiler targets compile once with their declared dims dynamic and skip "
@@ -235,6 +244,18 @@ def plan_warmup(
         served=served,
         notes=notes,
     )
+
+
+def _program(trace: Trace) -> str | None:
+    """What ran, without its arguments' values: `python -m diag.fixtures`, `python loop.py`."""
+    command = trace.manifest.get("command")
+    if not isinstance(command, list) or not command:
+        return None
+    words = [str(w) for w in command]
+    name = words[0].rsplit("/", 1)[-1]
+    if len(words) > 2 and words[1] == "-m":
+        return f"{name} -m {words[2]}"
+    return f"{name} {words[1].rsplit('/', 1)[-1]}" if len(words) > 1 else name
 
 
 # --- which compile needs what -------------------------------------------------------------------
