@@ -181,6 +181,7 @@ def plan_warmup(
     notes: list[str] = []
     served: list[dict[str, Any]] = []
     namings: set[tuple[str, ...] | None] = set()
+    first_pid: int | None = None
     for trace in traces:
         where = str(trace.path)
         for run in trace.subject_runs:
@@ -191,7 +192,9 @@ def plan_warmup(
                 if request.phase == "live":
                     namings.add(_names(run, request.pid, shape))
                     live_shapes.append(shape)
-                    if trace is traces[0]:
+                    # One process's requests: ranks serve the same ones.
+                    first_pid = first_pid if first_pid is not None else request.pid
+                    if trace is traces[0] and request.pid == first_pid:
                         served.append({"shape": list(shape), "steps": request.step_count})
                     names = names or _names(run, request.pid, shape)
             for pid in {p.pid for p in run.processes}:
@@ -223,8 +226,8 @@ def plan_warmup(
     rank = ranks.most_common(1)[0][0] if ranks else 0
     if len(ranks) > 1:
         notes.append(
-            f"live requests had shapes of {len(ranks)} ranks; the plan covers the "
-            f"{rank}-dimensional ones (the others are listed as variants)"
+            f"live request shapes had {len(ranks)} different numbers of dimensions; the plan "
+            f"covers the {rank}-dimensional ones (the others are listed as variants)"
         )
     shapes = [s for s in live_shapes if len(s) == rank]
     dims = list(names) if names and len(names) == rank else [f"dim {i}" for i in range(rank)]
