@@ -107,6 +107,7 @@ def plan_text(plan: WarmupPlan) -> str:
         f"live shapes {', '.join(_shape(s) for s in plan.live_shapes) or 'none'}; "
         f"recorded warmup {', '.join(_shape(s) for s in plan.recorded_warmup) or 'none'}",
         f"live compiles: {len(live)} ({len(plan.unpreventable)} no warmup can prevent)",
+        *(f"note: {n}" for n in plan.notes),
         "",
     ]
     if plan.requests:
@@ -143,5 +144,4 @@ def plan_text(plan: WarmupPlan) -> str:
             )
     if not live:
         lines.append("no live compile was recorded: the recorded warmup covered live traffic")
-    lines += [f"note: {n}" for n in plan.notes]
     return "\n".join(lines)

@@ -180,6 +180,8 @@ def plan_warmup(
     warm_compiles: list[tuple[RunData, Compile]] = []
     notes: list[str] = []
     served: list[dict[str, Any]] = []
+    namings: set[tuple[str, ...] | None] = set()
+    first_pid: int | None = None
     for trace in traces:
         where = str(trace.path)
         for run in trace.subject_runs:
@@ -188,8 +190,11 @@ def plan_warmup(
                 if shape is None:
                     continue
                 if request.phase == "live":
+                    namings.add(_names(run, request.pid, shape))
                     live_shapes.append(shape)
-                    if trace is traces[0]:
+                    # One process's requests: ranks serve the same ones.
+                    first_pid = first_pid if first_pid is not None else request.pid
+                    if trace is traces[0] and request.pid == first_pid:
                         served.append({"shape": list(shape), "steps": request.step_count})
                     names = names or _names(run, request.pid, shape)
             for pid in {p.pid for p in run.processes}:
@@ -205,6 +210,13 @@ def plan_warmup(
                 owner = by_id.get((item.pid, item.request_id))
                 shape = _request_shape(owner) if owner is not None else None
                 seen.append(_classify(run, where, item, shape, explain.get(where, {})))
+    programs = {_program(trace) for trace in traces}
+    if len(namings) > 1 or len(programs) > 1:
+        notes.append(
+            "the recordings look like different programs ("
+            + "; ".join(sorted(p or "?" for p in programs))
+            + "): a warmup plan is one program's, plan each apart"
+        )
     if any(run.of("magi_compile_end") for trace in traces for run in trace.subject_runs):
         notes.append(
             "MagiCompiler targets compile once with their declared dims dynamic and skip "
@@ -214,8 +226,8 @@ def plan_warmup(
     rank = ranks.most_common(1)[0][0] if ranks else 0
     if len(ranks) > 1:
         notes.append(
-            f"live requests had shapes of {len(ranks)} ranks; the plan covers the "
-            f"{rank}-dimensional ones (the others are listed as variants)"
+            f"live request shapes had {len(ranks)} different numbers of dimensions; the plan "
+            f"covers the {rank}-dimensional ones (the others are listed as variants)"
         )
     shapes = [s for s in live_shapes if len(s) == rank]
     dims = list(names) if names and len(names) == rank else [f"dim {i}" for i in range(rank)]
@@ -235,6 +247,18 @@ def plan_warmup(
         served=served,
         notes=notes,
     )
+
+
+def _program(trace: Trace) -> str | None:
+    """What ran, without its arguments' values: `python -m diag.fixtures`, `python loop.py`."""
+    command = trace.manifest.get("command")
+    if not isinstance(command, list) or not command:
+        return None
+    words = [str(w) for w in command]
+    name = words[0].rsplit("/", 1)[-1]
+    if len(words) > 2 and words[1] == "-m":
+        return f"{name} -m {words[2]}"
+    return f"{name} {words[1].rsplit('/', 1)[-1]}" if len(words) > 1 else name
 
 
 # --- which compile needs what -------------------------------------------------------------------

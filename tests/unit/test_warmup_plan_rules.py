@@ -79,3 +79,15 @@ def test_lightx2v_recording_plans_its_live_resolution_in_pixels() -> None:
     assert render(plan, "lightx2v").startswith("_WARMUP_RESOLUTIONS = ((64, 96),)")
     fixed = plan_warmup([load_trace(LIGHTX2V / "warm-width")])
     assert fixed.live_compiles == []
+
+
+def test_recordings_of_different_programs_are_said_to_be() -> None:
+    from diag.trace.run import load_trace
+    from diag.warmup_plan import plan_warmup
+
+    h200 = Path(__file__).resolve().parents[1] / "data" / "h200"
+    traces = [load_trace(LIGHTX2V / "model-offload"), load_trace(h200 / "magi-newshape")]
+    plan = plan_warmup(traces)
+    assert any("different programs" in note for note in plan.notes)
+    same = plan_warmup([load_trace(LIGHTX2V / "model-offload")] * 2)
+    assert not any("different programs" in note for note in same.notes)
