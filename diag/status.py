@@ -561,7 +561,9 @@ def _run_notices(trace: Trace, run: RunData, imported: bool) -> list[Notice]:
                 f"({', '.join(str(e.data.get('window')) for e in skipped[:3])}): "
                 f"{skipped[0].data.get('reason') or 'no reason recorded'}; kernel-level "
                 "findings (routing, offload, kernels) cannot be judged on those steps",
-                "make room on the trace's disk, or record to another disk with -o",
+                "make room on the trace's disk, or record to another disk with -o"
+                if "disk space" in str(skipped[0].data.get("reason"))
+                else "each window's reason is in its profile_window_skipped event",
                 run.label,
             )
         )
