@@ -4,8 +4,8 @@ fixes that remove the recompile (issue 35, "the guard vocabulary is torch's").
 Standard library only, like diag.guards, which decides a failure's check from this table: the
 compile collector runs inside the recorded program.
 
-Read from torch 2.6, 2.7, 2.13 and 2.15 (torch/_dynamo/guards.py: each `GuardBuilder` method and
-`get_guard_fail_reason`; the leaf guards of `torch._C._dynamo.guards`, their messages in
+Read from torch 2.6, 2.7, 2.13, 2.14 and 2.15 (torch/_dynamo/guards.py: each `GuardBuilder`
+method and `get_guard_fail_reason`; the leaf guards of `torch._C._dynamo.guards`, their messages in
 libtorch_python and guards.cpp, `GlobalStateGuard`'s fields), and from the failure texts real
 compiles of the guard-kind program wrote on each. `builders` names
 what torch calls the check, so tests/unit/test_guard_vocabulary.py can fail on a builder, leaf
@@ -857,7 +857,7 @@ def render_markdown() -> str:
         "`python -m diag.guard_vocabulary > docs/GUARDS.md`; tests/unit/test_guard_vocabulary.py "
         "fails when this file and the table differ, and when the installed torch has a guard "
         "builder, C++ leaf guard or GLOBAL_STATE field that no entry names (checked on torch "
-        "2.15, 2.13, 2.7 and 2.6; the other releases were not at hand). A fix marked *verified* is "
+        "2.15, 2.14, 2.13, 2.7 and 2.6; 2.8 to 2.12 were not at hand). A fix marked *verified* is "
         "applied by a guard-kind family of `bench/fidelity.py --guard-kinds` "
         "(bench/fidelity_kit/guard_kinds.py) to a generated program, which then serves without "
         "the live recompile and with the same outputs (on torch 2.13, CPU, aot_eager); the "
