@@ -4,8 +4,8 @@ fixes that remove the recompile (issue 35, "the guard vocabulary is torch's").
 Standard library only, like diag.guards, which decides a failure's check from this table: the
 compile collector runs inside the recorded program.
 
-Read from torch 2.6, 2.7 and 2.13 (torch/_dynamo/guards.py: each `GuardBuilder` method and
-`get_guard_fail_reason`; the leaf guards of `torch._C._dynamo.guards`, their messages in
+Read from torch 2.6, 2.7, 2.13, 2.14 and 2.15 (torch/_dynamo/guards.py: each `GuardBuilder`
+method and `get_guard_fail_reason`; the leaf guards of `torch._C._dynamo.guards`, their messages in
 libtorch_python and guards.cpp, `GlobalStateGuard`'s fields), and from the failure texts real
 compiles of the guard-kind program wrote on each. `builders` names
 what torch calls the check, so tests/unit/test_guard_vocabulary.py can fail on a builder, leaf
@@ -299,6 +299,16 @@ VOCABULARY: tuple[GuardCheck, ...] = (
         ("0/0: x.data_ptr() == 94250",),
     ),
     GuardCheck(
+        "tensor-copy-on-write",
+        "tensor-other",
+        "a tensor is (or stopped being) a copy-on-write tensor",
+        ("COW_TENSOR_MATCH",),
+        "The entry was compiled for a plain tensor and the call passed a lazily cloned "
+        "(copy-on-write) one, or the reverse (torch 2.15).",
+        (Fix("Pass a materialised tensor (.clone()) in both cases"),),
+        ("0/0: ___cow_tensor_matches(x, False)",),
+    ),
+    GuardCheck(
         "tensor-subclass-metadata",
         "tensor-other",
         "a tensor subclass's metadata changed",
@@ -570,7 +580,12 @@ VOCABULARY: tuple[GuardCheck, ...] = (
         "iterator",
         "container-length",
         "an iterator's position or range changed",
-        ("TUPLE_ITERATOR_LEN", "RANGE_ITERATOR_MATCH", "COUNT_ITERATOR_MATCH"),
+        (
+            "TUPLE_ITERATOR_LEN",
+            "RANGE_ITERATOR_MATCH",
+            "COUNT_ITERATOR_MATCH",
+            "LIST_REVERSEITERATOR_LEN",
+        ),
         "An iterator was passed into the compiled code; its remaining length, range or count "
         "differs.",
         (Fix("Pass the values (a list or tensor) instead of an iterator"),),
@@ -636,12 +651,21 @@ VOCABULARY: tuple[GuardCheck, ...] = (
         "matmul-precision",
         "global-state",
         "a matmul precision flag differs (TF32, reduced-precision reductions)",
-        ("GLOBAL_STATE", "allow_tf32", "allow_fp16_reduce", "allow_bf16_reduce"),
+        (
+            "GLOBAL_STATE",
+            "allow_tf32",
+            "cuda_matmul_precision",
+            "allow_fp16_reduce",
+            "allow_bf16_reduce",
+        ),
         "torch.backends.cuda.matmul.allow_tf32 / allow_fp16_reduced_precision_reduction / "
         "allow_bf16_reduced_precision_reduction (or set_float32_matmul_precision) changed "
         "after compiling.",
         (Fix("Set matmul precision once, before warmup", "matmul_precision"),),
-        ("0/0: GLOBAL_STATE changed: allow_tf32 ",),
+        (
+            "0/0: GLOBAL_STATE changed: allow_tf32 ",
+            "0/0: GLOBAL_STATE changed: cuda_matmul_precision ",
+        ),
     ),
     GuardCheck(
         "torch-function",
@@ -676,6 +700,16 @@ VOCABULARY: tuple[GuardCheck, ...] = (
         "torch.set_default_device (torch.utils._device.CURRENT_DEVICE) changed after compiling.",
         (Fix("Set the default device once, before warmup"),),
         ("0/0: utils_device.CURRENT_DEVICE == None",),
+    ),
+    GuardCheck(
+        "current-stream",
+        "global-state",
+        "a stream argument is (or stopped being) the current stream",
+        ("CURRENT_STREAM_MATCH",),
+        "The compiled code was given a stream that was the current stream when compiled and is "
+        "not now, or the reverse (torch 2.15).",
+        (Fix("Call the compiled code under the same current stream it was warmed up under"),),
+        ("0/0: s == ___get_current_stream(torch.device('cuda'))",),
     ),
     GuardCheck(
         "functorch-stack",
@@ -823,7 +857,7 @@ def render_markdown() -> str:
         "`python -m diag.guard_vocabulary > docs/GUARDS.md`; tests/unit/test_guard_vocabulary.py "
         "fails when this file and the table differ, and when the installed torch has a guard "
         "builder, C++ leaf guard or GLOBAL_STATE field that no entry names (checked on torch "
-        "2.13, 2.7 and 2.6; the other releases were not at hand). A fix marked *verified* is "
+        "2.15, 2.14, 2.13, 2.7 and 2.6; 2.8 to 2.12 were not at hand). A fix marked *verified* is "
         "applied by a guard-kind family of `bench/fidelity.py --guard-kinds` "
         "(bench/fidelity_kit/guard_kinds.py) to a generated program, which then serves without "
         "the live recompile and with the same outputs (on torch 2.13, CPU, aot_eager); the "

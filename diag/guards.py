@@ -498,6 +498,7 @@ _GLOBAL_PARTS = (
     ("allow_fp16_reduce", "matmul-precision"),
     ("allow_bf16_reduce", "matmul-precision"),
     ("fp32_precision", "matmul-precision"),
+    ("cuda_matmul_precision", "matmul-precision"),
     ("torch_function", "torch-function"),
 )
 #: Whole-text markers, first match wins (checked on the guard's expression).
@@ -531,6 +532,9 @@ _CHECK_MARKERS = (
     ("___tuple_iterator_len(", "iterator"),
     ("___normalize_range_iter(", "iterator"),
     ("___normalize_count_iter(", "iterator"),
+    ("___list_reverseiterator_len(", "iterator"),
+    ("___cow_tensor_matches(", "tensor-copy-on-write"),
+    ("___get_current_stream(", "current-stream"),
     ("___key_to_id(", "dict-keys"),
     ("___dict_version(", "dict-version"),
     ("_dynamo_dynamic_indices", "tensor-dynamic-marking"),
