@@ -45,6 +45,7 @@ import msgspec
 
 from diag.errors import DiagError
 from diag.trace import jsontext
+from diag.trace.confine import open_regular
 from diag.trace.numerals import parse_int
 from diag.trace.run import Compile, Event, Frame, Guard, Process, RunData, Trace
 
@@ -468,7 +469,7 @@ class _Scan:
 
 def _open(log: Path) -> tuple[IO[bytes], IO[bytes]]:
     """(reader, raw file): the raw file's position is the progress, gzip or not."""
-    raw: IO[bytes] = open(log, "rb")  # noqa: SIM115 - closed by the caller
+    raw: IO[bytes] = open_regular(log)  # never a FIFO or a device; closed by the caller
     if raw.read(2) == _GZIP_MAGIC:
         raw.seek(0)
         return cast(IO[bytes], gzip.GzipFile(fileobj=raw, mode="rb")), raw

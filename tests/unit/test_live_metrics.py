@@ -4,6 +4,7 @@ recompile-limit hit is, the step-0 rule, label escaping, and a line still being 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -123,3 +124,18 @@ def test_a_line_still_being_written_is_read_when_complete(tmp_path: Path) -> Non
     tail.read(counters)
     assert 'diag_compiles_in_progress{run="compiled"} 1' in counters.exposition()
     assert 'diag_live_compiles_total{run="compiled",frame="?"} 1' in counters.exposition()
+
+
+def test_a_fifo_or_a_link_for_an_event_file_is_not_waited_on(tmp_path: Path) -> None:
+    """Issue 37: a FIFO named events.jsonl made every /metrics scrape time out (the tail opened
+    it plainly and waited for a writer). The other process's counters are still served."""
+    runs = tmp_path / "runs" / "compiled"
+    for name in ("pid7", "pid8", "pid9"):
+        (runs / name).mkdir(parents=True)
+    os.mkfifo(runs / "pid7" / "events.jsonl")
+    (runs / "pid8" / "events.jsonl").symlink_to("/dev/zero")
+    line = json.dumps({"ev": "compile_start", "compile_id": "0/0", "epoch": 0, **LIVE}) + "\n"
+    (runs / "pid9" / "events.jsonl").write_text(line)
+    counters = LiveCounters()
+    EventTail(tmp_path).read(counters)  # returns: neither waited on nor read forever
+    assert 'diag_compiles_in_progress{run="compiled"} 1' in counters.exposition()
