@@ -159,13 +159,13 @@ def _value_change(
     old: str,
     new: str,
 ) -> str | None:
-    from diag.causes import ONLY_ENTRY
+    from diag.causes import ONLY_ENTRY, SAME_STEP
 
     module_int = source.startswith("self.") and new.lstrip("-").isdigit()
-    if cause.why == ONLY_ENTRY and not module_int:
+    if not module_int and cause.why != SAME_STEP:
         return None  # torch's own text (`x == 6`) says it as well
     change = f"{source} went from {old} to {new}"
-    if cause.why != ONLY_ENTRY and entry.step is not None:
+    if cause.why != ONLY_ENTRY and entry.step is not None and entry.step == item.step:
         change = f"{source} ({old} there, {new} in this call)"
         where = (
             f" ({_where(entry.phase, entry.request_id)} {entry.request_id})"
