@@ -182,8 +182,10 @@ class EntryTable:
 
     tensors: TensorTable
     values: Mapping[str, str]
-    #: The step (within its request) the entry was compiled at, when known.
+    #: Where the entry was compiled: its step (within its request), phase and request.
     step: int | None = None
+    phase: str | None = None
+    request_id: str | None = None
 
 
 def _tensor_tables(run: RunData) -> dict[tuple[int, int, str], EntryTable]:
@@ -208,8 +210,10 @@ def _tensor_tables(run: RunData) -> dict[tuple[int, int, str], EntryTable]:
             tables[key] = table
     for item in run.compiles:
         key = (item.pid, item.epoch, item.compile_id)
-        if key in tables and item.step is not None:
-            tables[key] = replace(tables[key], step=item.step)
+        if key in tables:
+            tables[key] = replace(
+                tables[key], step=item.step, phase=item.phase, request_id=item.request_id
+            )
     run._tensor_tables = tables
     return tables
 

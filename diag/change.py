@@ -41,7 +41,7 @@ def describe_change(
         return None
     dispatch = _DISPATCH.search(guard.raw)
     if dispatch is not None:
-        return _dispatch_change(run, item, cause, dispatch)
+        return _dispatch_change(item, cause, entry, dispatch)
     size = _SIZE_AT.search(guard.raw)
     if guard.kind == "tensor-size" and size is not None:
         return _size_change(
@@ -84,36 +84,28 @@ def _keys(text: str) -> set[str]:
     return {k.strip() for k in text.split(",") if k.strip()}
 
 
-def _where(run: RunData, item: Compile) -> str:
-    if item.phase == "warmup":
+def _where(phase: str | None, request_id: str | None) -> str:
+    if phase == "warmup":
         return "warmup"
-    if item.live:
+    if phase == "live":
         return "serving"
-    return f"{item.phase} {item.request_id or ''}".strip()
-
-
-def _entry_compile(run: RunData, item: Compile, entry: str | None) -> Compile | None:
-    return next(
-        (
-            c
-            for c in run.compiles
-            if c.pid == item.pid and c.epoch == item.epoch and c.compile_id == entry
-        ),
-        None,
-    )
+    return f"{phase or 'an unknown phase'} {request_id or ''}".strip()
 
 
 def _dispatch_change(
-    run: RunData, item: Compile, cause: RecompileCause, match: re.Match[str]
+    item: Compile, cause: RecompileCause, entry: EntryTable | None, match: re.Match[str]
 ) -> str:
     guard = cause.guard
     assert guard is not None
     expected, actual = _keys(match["expected"]), _keys(match["actual"])
     added, removed = sorted(actual - expected), sorted(expected - actual)
     source = guard.source or "?"
-    entry = _entry_compile(run, item, cause.entry)
-    then = _where(run, entry) if entry is not None else f"entry {cause.entry}"
-    now = _where(run, item)
+    then = (
+        _where(entry.phase, entry.request_id)
+        if entry is not None and entry.phase
+        else f"entry {cause.entry}"
+    )
+    now = _where(item.phase, item.request_id)
     mode = inference_mode_change(cause)
     if mode == "entry-inference":
         return (
@@ -167,18 +159,17 @@ def _value_change(
     old: str,
     new: str,
 ) -> str | None:
-    from diag.causes import ONLY_ENTRY
+    from diag.causes import ONLY_ENTRY, SAME_STEP
 
     module_int = source.startswith("self.") and new.lstrip("-").isdigit()
-    if cause.why == ONLY_ENTRY and not module_int:
+    if not module_int and cause.why != SAME_STEP:
         return None  # torch's own text (`x == 6`) says it as well
     change = f"{source} went from {old} to {new}"
-    if cause.why != ONLY_ENTRY and entry.step is not None:
+    if cause.why != ONLY_ENTRY and entry.step is not None and entry.step == item.step:
         change = f"{source} ({old} there, {new} in this call)"
-        compiled = _entry_compile(run, item, cause.entry)
         where = (
-            f" ({_where(run, compiled)} {compiled.request_id})"
-            if compiled is not None and compiled.request_id
+            f" ({_where(entry.phase, entry.request_id)} {entry.request_id})"
+            if entry.request_id
             else ""
         )
         change = f"the entry compiled for step {entry.step}{where} failed on {change}"

@@ -295,7 +295,10 @@ def test_the_cause_at_the_hit_is_block_1s_own_entry(
     assert cause.why == MODULE_ENTRY
     assert [f.entry for f in cause.failures if f.other_module] == ["0/2", "0/0"]
     [limit] = [f for f in findings if f.analyzer == "recompile-limit"]
-    assert limit.title.endswith("(failing guards on `__main__.ATTN_CONFIG['impl']`)"), limit.title
+    assert limit.title.endswith(
+        "(failing guards on `__main__.ATTN_CONFIG['impl']`); the program lowered "
+        "torch._dynamo.config.recompile_limit to 3 (torch's default: 8)"
+    ), limit.title
     assert "unknown" not in limit.title and "undecided" not in " ".join(limit.evidence)
     assert any(
         "(entry 0/1, the only one compiled for this call's module); the other entries were "
@@ -367,9 +370,13 @@ def test_a_hit_on_a_new_module_says_so_and_raises_the_limit(
     [limit] = [f for f in findings if f.analyzer == "recompile-limit"]
     assert limit.title.endswith(
         "(a new module, no cache entry was compiled for it: KeyError on "
-        "self._modules['attn']._modules['to_add_out'])"
+        "self._modules['attn']._modules['to_add_out']); the program lowered "
+        "torch._dynamo.config.recompile_limit to 2 (torch's default: 8)"
     ), limit.title
     assert "undecided" not in " ".join(limit.evidence) and "unknown" not in limit.title
-    assert limit.fix.startswith("Every cache entry was compiled for another module")
+    assert limit.fix.startswith(
+        "The program lowered torch._dynamo.config.recompile_limit to 2 (torch's default: 8): the "
+        "frame stops compiling after 2 entries. Every cache entry was compiled for another module"
+    )
     assert "Raise torch._dynamo.config.recompile_limit" in limit.fix
     assert not [f for f in findings if f.analyzer == "guard-churn"]
