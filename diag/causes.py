@@ -124,11 +124,18 @@ class RecompileCause:
         return self.guard is not None and self.guard.kind in TENSOR_KINDS
 
     def claim(self) -> dict[str, Any]:
-        """The cause as a claim (docs/FINDINGS.md)."""
+        """The cause as a claim (docs/FINDINGS.md): with the guard's entry in torch's vocabulary
+        (diag/guard_vocabulary.py) and whether a fix for that kind was seen to work
+        (`fix_verified`: the guard-kind harness applied it and the recompile went away)."""
+        from diag.guards import guard_entry
+
         guard = self.guard
+        entry = guard_entry(guard.raw) if guard is not None else None
         return {
             "entry": self.entry,
             "guard_kind": guard.kind if guard is not None else None,
+            "guard_check": entry.name if entry is not None else None,
+            "fix_verified": bool(entry.verified_fixes) if entry is not None else False,
             "source": guard.source if guard is not None else None,
             "decided": self.decided,
             "why": self.why,
