@@ -313,7 +313,18 @@ def _tensor_mismatch(expr: str) -> _Classified | None:
     else:
         # "rank mismatch" and future fields: a rank change is not fixed by dynamic shapes.
         kind = "tensor-other"
-    return kind, name, expected, actual
+    return kind, _local_name(name), expected, actual
+
+
+#: torch 2.6 and 2.7 name a frame's local in a tensor guard as `L['x']`; later releases as `x`.
+_LOCAL_ONLY = re.compile(r"^L\[['\"](?P<name>[A-Za-z_]\w*)['\"]\]$")
+
+
+def _local_name(name: str) -> str:
+    """A tensor guard's subject as the newest torch writes it (`L['x']` -> `x`), so a recording
+    made on torch 2.6 reads as one made on 2.13 (collectors/torch_api.py lists the drift)."""
+    match = _LOCAL_ONLY.match(name)
+    return match.group("name") if match is not None else name
 
 
 def _dispatch_backend(keyset: str | None) -> str | None:
