@@ -7,7 +7,8 @@ forward hook. These sit outside the compiled code: Dynamo is told to skip the wr
 while Dynamo traces (a compiled callable called inside another compiled graph) they only call
 through, so they change no graph and no guard.
 
-Outermost such calls on the program's thread, outside any step another adapter knows, make the
+Outermost such calls in each thread (a worker pool serving several requests at once: each
+thread's calls are its own steps and requests), outside any step another adapter knows, make the
 steps. When a call is made from inside an `nn.Module` call that runs eagerly (a model whose
 blocks are compiled one by one), the step is the outermost such module's call: the module gets
 the same pair of hooks, so its calls are steps from its second call on; its first call's step
@@ -34,6 +35,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from ..stances import note_error
 from .call_period import REQUEST, CallPeriod, call_key
 from .inferred import (
     RANK_COMPILED_CALLS,
@@ -115,14 +117,31 @@ class CompiledCalls:
         self._local = threading.local()
         self._call_impl_code = self.torch.nn.Module._call_impl.__code__
         self._step_modules: dict[int, Any] = {}  # id -> module whose calls are steps
-        self._module_step: Any = None  # the step module whose call opened the open step
-        self._period = CallPeriod()
         # While the session is paused (Session.pause) these hooks and the wrappers only call
         # through.
         self._module_pre = outside_dynamo(self.torch, self._on_module_pre, session)
         self._module_post = outside_dynamo(self.torch, self._on_module_post, session)
         self._compiled_pre = outside_dynamo(self.torch, self._on_compiled_pre, session)
         self._compiled_post = outside_dynamo(self.torch, self._on_compiled_post, session)
+
+    # -- per thread: each thread's calls are its own steps ---------------------------------------
+
+    @property
+    def _module_step(self) -> Any:
+        """The step module whose call opened this thread's open step."""
+        return self._local.__dict__.get("module_step")
+
+    @_module_step.setter
+    def _module_step(self, module: Any) -> None:
+        self._local.module_step = module
+
+    @property
+    def _period(self) -> CallPeriod:
+        """The period of this thread's outermost compiled calls."""
+        period: CallPeriod | None = self._local.__dict__.get("period")
+        if period is None:
+            period = self._local.period = CallPeriod()
+        return period
 
     # -- installing --------------------------------------------------------------------------------
 
@@ -186,6 +205,9 @@ class CompiledCalls:
             token = fallback.session.guarded(_WHERE, enter, owner, args, kwargs)
             try:
                 return compiled(*args, **kwargs)
+            except BaseException as exc:  # seen on its way to the program, never changed
+                note_error(exc)
+                raise
             finally:
                 fallback.session.guarded(_WHERE, leave, token)
 
@@ -206,6 +228,10 @@ class CompiledCalls:
         stack = self._local.__dict__.get("tokens")
         if stack:
             self._leave(stack.pop())
+        if output is None:  # torch calls an always-called hook with None when forward raised
+            error = sys.exc_info()[1]
+            if error is not None:
+                note_error(error)
 
     def _enter(self, target: Any, args: Any, kwargs: Any) -> Any:
         """A call into compiled code begins; returns what `_leave` needs (a claimed target's)."""
