@@ -188,6 +188,9 @@ class Session:
         from .adapters import install_adapters
 
         self.compiles = self.guarded("compiles", compiles.CompileCollector.install, self)
+        from .stances import Stances
+
+        self.guarded("stances", Stances.install, self)
         self.cache = self.guarded("cache", cache.CacheCollector, self)
         self.profiler = self.guarded("profiling", profiling.ProfilerWindows.install, self)
         self.shapes = self.guarded("shapes", shapes.ShapeCollector.install, self)
