@@ -40,6 +40,7 @@ from .call_period import REQUEST, CallPeriod, call_key
 from .inferred import (
     RANK_COMPILED_CALLS,
     InferredSteps,
+    compiling_here,
     first_tensor_shape,
     note_call_end,
     outside_dynamo,
@@ -92,7 +93,7 @@ def enter_call(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> An
     path) begins: it counts for inferred steps like one that does. Returns the token for
     `leave_call`."""
     fallback = _FALLBACK
-    if fallback is None or fallback.torch.compiler.is_compiling():
+    if fallback is None or fallback.is_compiling():
         return None
     return (fallback, fallback.session.guarded(_WHERE, fallback._enter, target, args, kwargs))
 
@@ -115,6 +116,7 @@ class CompiledCalls:
         self.torch = session.torch
         self.inferred = InferredSteps(session, ADAPTER_NAME, RANK_COMPILED_CALLS)
         self._local = threading.local()
+        self.is_compiling = compiling_here(self.torch)
         self._call_impl_code = self.torch.nn.Module._call_impl.__code__
         self._step_modules: dict[int, Any] = {}  # id -> module whose calls are steps
         # While the session is paused (Session.pause) these hooks and the wrappers only call
@@ -188,7 +190,7 @@ class CompiledCalls:
         # nn.Module.compile() compiles the module's _call_impl: calls into it are module calls.
         is_call = getattr(target, "__name__", None) == "_call_impl"
         owner = target.__self__ if is_call and hasattr(target, "__self__") else target
-        is_compiling = self.torch.compiler.is_compiling
+        is_compiling = self.is_compiling
         enter, leave = self._enter, self._leave
         first = [True]
 

@@ -56,7 +56,7 @@ from types import FrameType, ModuleType
 from typing import TYPE_CHECKING, Any
 
 from . import diffusers_models
-from .inferred import mark_request_boundary
+from .inferred import compiling_here, mark_request_boundary
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -192,7 +192,7 @@ class DiffusersAdapter:
     def _call_wrapper(self, original: Any) -> Any:
         adapter = self
         guarded = self.session.guarded
-        is_compiling = self.torch.compiler.is_compiling
+        is_compiling = compiling_here(self.torch)
 
         @functools.wraps(original)
         def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -210,7 +210,7 @@ class DiffusersAdapter:
     def _progress_bar_wrapper(self, original: Any) -> Any:
         adapter = self
         guarded = self.session.guarded
-        is_compiling = self.torch.compiler.is_compiling
+        is_compiling = compiling_here(self.torch)
 
         @functools.wraps(original)
         def progress_bar(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -224,7 +224,7 @@ class DiffusersAdapter:
     def _set_timesteps_wrapper(self, original: Any) -> Any:
         adapter = self
         guarded = self.session.guarded
-        is_compiling = self.torch.compiler.is_compiling
+        is_compiling = compiling_here(self.torch)
 
         @functools.wraps(original)
         def set_timesteps(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -242,7 +242,7 @@ class DiffusersAdapter:
     def _step_wrapper(self, original: Any) -> Any:
         adapter = self
         guarded = self.session.guarded
-        is_compiling = self.torch.compiler.is_compiling
+        is_compiling = compiling_here(self.torch)
 
         @functools.wraps(original)
         def step(self: Any, *args: Any, **kwargs: Any) -> Any:

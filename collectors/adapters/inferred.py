@@ -328,6 +328,31 @@ class InferredSteps:
             steps.request_end_in(held)
 
 
+def compiling_here(torch: Any) -> Callable[[], bool]:
+    """`torch.compiler.is_compiling()` for the calling thread only.
+
+    torch 2.13 holds the flag True for the whole process while one thread compiles (a compile
+    session, convert_frame's compile_inner), so a second thread's eager call would read as a
+    traced one and its step be lost. A compile holds Dynamo's compile lock (an RLock) in the
+    thread that compiles: the flag counts only where this thread owns it. Where the lock cannot
+    be read, the flag is taken as it is."""
+    is_compiling = torch.compiler.is_compiling
+
+    def here() -> bool:
+        if not is_compiling():
+            return False
+        convert_frame = sys.modules.get("torch._dynamo.convert_frame")
+        owned = getattr(getattr(convert_frame, "compile_lock", None), "_is_owned", None)
+        if owned is None:
+            return True
+        try:
+            return bool(owned())
+        except Exception:  # noqa: BLE001 - an RLock without it: the flag as it is
+            return True
+
+    return here
+
+
 def outside_dynamo(
     torch: Any, body: Callable[..., Any], session: Session | None = None
 ) -> Callable[..., Any]:
@@ -341,7 +366,7 @@ def outside_dynamo(
     the switch is read after the tracing test, never by Dynamo). Until the program imports
     Dynamo nothing can be compiling, so `body` runs as it is: diag never imports Dynamo first.
     """
-    is_compiling = torch.compiler.is_compiling
+    is_compiling = compiling_here(torch)
     disabled: list[Callable[..., Any]] = []
 
     def shim(*args: Any, **kwargs: Any) -> Any:
