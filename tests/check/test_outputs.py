@@ -159,4 +159,4 @@ def test_junit_written_for_a_pass_too(
     )
     assert code == 0 and out.startswith("diag check: PASS")
     suite = ET.fromstring(report.read_bytes()).find("testsuite")
-    assert suite is not None and suite.get("failures") == "0" and suite.get("tests") == "8"
+    assert suite is not None and suite.get("failures") == "0" and suite.get("tests") == "9"
