@@ -35,6 +35,7 @@ REGISTRY: dict[str, str] = {
     "rank-divergence": "rank_divergence",
     "compile-failure": "failures",
     "crash": "crashes",
+    "stances": "stances",
 }
 
 

@@ -144,7 +144,8 @@ class CrashCollector:
         position = steps.position() if steps is not None else {}
         compiles = self.session.compiles
         compiling = sorted(compiles.started) if compiles is not None else []
-        self.session.emit("crash", seen_by=how, compiling=compiling, **fields, **position)
+        # The crash's own `thread` (None: the main thread) over the position's thread name.
+        self.session.emit("crash", seen_by=how, compiling=compiling, **{**position, **fields})
 
     # -- the hooks -------------------------------------------------------------------------------
 

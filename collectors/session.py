@@ -181,6 +181,9 @@ class Session:
         from .adapters import install_adapters
 
         self.compiles = self.install("compiles", compiles.CompileCollector.install, self)
+        from .stances import Stances
+
+        self.install("stances", Stances.install, self)
         self.cache = self.install("cache", cache.CacheCollector, self)
         self.profiler = self.install("profiling", profiling.ProfilerWindows.install, self)
         self.shapes = self.install("shapes", shapes.ShapeCollector.install, self)

@@ -7,7 +7,8 @@ forward hook. These sit outside the compiled code: Dynamo is told to skip the wr
 while Dynamo traces (a compiled callable called inside another compiled graph) they only call
 through, so they change no graph and no guard.
 
-Outermost such calls on the program's thread, outside any step another adapter knows, make the
+Outermost such calls in each thread (a worker pool serving several requests at once: each
+thread's calls are its own steps and requests), outside any step another adapter knows, make the
 steps. When a call is made from inside an `nn.Module` call that runs eagerly (a model whose
 blocks are compiled one by one), the step is the outermost such module's call: the module gets
 the same pair of hooks, so its calls are steps from its second call on; its first call's step
@@ -34,10 +35,12 @@ from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from ..stances import note_error
 from .call_period import REQUEST, CallPeriod, call_key
 from .inferred import (
     RANK_COMPILED_CALLS,
     InferredSteps,
+    compiling_here,
     first_tensor_shape,
     note_call_end,
     outside_dynamo,
@@ -90,7 +93,7 @@ def enter_call(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> An
     path) begins: it counts for inferred steps like one that does. Returns the token for
     `leave_call`."""
     fallback = _FALLBACK
-    if fallback is None or fallback.torch.compiler.is_compiling():
+    if fallback is None or fallback.is_compiling():
         return None
     return (fallback, fallback.session.guarded(_WHERE, fallback._enter, target, args, kwargs))
 
@@ -113,16 +116,34 @@ class CompiledCalls:
         self.torch = session.torch
         self.inferred = InferredSteps(session, ADAPTER_NAME, RANK_COMPILED_CALLS)
         self._local = threading.local()
+        self.is_compiling = compiling_here(self.torch)
         self._call_impl_code = self.torch.nn.Module._call_impl.__code__
         self._step_modules: dict[int, Any] = {}  # id -> module whose calls are steps
-        self._module_step: Any = None  # the step module whose call opened the open step
-        self._period = CallPeriod()
         # While the session is paused (Session.pause) these hooks and the wrappers only call
         # through.
         self._module_pre = outside_dynamo(self.torch, self._on_module_pre, session)
         self._module_post = outside_dynamo(self.torch, self._on_module_post, session)
         self._compiled_pre = outside_dynamo(self.torch, self._on_compiled_pre, session)
         self._compiled_post = outside_dynamo(self.torch, self._on_compiled_post, session)
+
+    # -- per thread: each thread's calls are its own steps ---------------------------------------
+
+    @property
+    def _module_step(self) -> Any:
+        """The step module whose call opened this thread's open step."""
+        return self._local.__dict__.get("module_step")
+
+    @_module_step.setter
+    def _module_step(self, module: Any) -> None:
+        self._local.module_step = module
+
+    @property
+    def _period(self) -> CallPeriod:
+        """The period of this thread's outermost compiled calls."""
+        period: CallPeriod | None = self._local.__dict__.get("period")
+        if period is None:
+            period = self._local.period = CallPeriod()
+        return period
 
     # -- installing --------------------------------------------------------------------------------
 
@@ -169,7 +190,7 @@ class CompiledCalls:
         # nn.Module.compile() compiles the module's _call_impl: calls into it are module calls.
         is_call = getattr(target, "__name__", None) == "_call_impl"
         owner = target.__self__ if is_call and hasattr(target, "__self__") else target
-        is_compiling = self.torch.compiler.is_compiling
+        is_compiling = self.is_compiling
         enter, leave = self._enter, self._leave
         first = [True]
 
@@ -186,6 +207,9 @@ class CompiledCalls:
             token = fallback.session.guarded(_WHERE, enter, owner, args, kwargs)
             try:
                 return compiled(*args, **kwargs)
+            except BaseException as exc:  # seen on its way to the program, never changed
+                note_error(exc)
+                raise
             finally:
                 fallback.session.guarded(_WHERE, leave, token)
 
@@ -206,6 +230,10 @@ class CompiledCalls:
         stack = self._local.__dict__.get("tokens")
         if stack:
             self._leave(stack.pop())
+        if output is None:  # torch calls an always-called hook with None when forward raised
+            error = sys.exc_info()[1]
+            if error is not None:
+                note_error(error)
 
     def _enter(self, target: Any, args: Any, kwargs: Any) -> Any:
         """A call into compiled code begins; returns what `_leave` needs (a claimed target's)."""

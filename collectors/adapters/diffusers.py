@@ -13,9 +13,10 @@ Requests: each pipeline class defines its own `__call__`, so there is no one met
 body as the class is defined (diffusers' own, lazily imported; community and the program's own
 pipelines), and the subclasses that already exist are wrapped at install. Only the outermost
 call on a thread is a request: a pipeline calling another one (combined pipelines), or its
-parent's `__call__` through `super()`, adds none. Calls from a second thread while a request
-runs are not tracked. If a request is already open (diag.api, or `--request-fn` around several
-pipeline calls), the calls report their steps into it.
+parent's `__call__` through `super()`, adds none. Each thread's outermost call is its own
+request (a worker pool running pipelines at once): the open call is per thread. If a request
+is already open (diag.api, or `--request-fn` around several pipeline calls), the calls report
+their steps into it.
 
 Steps: the scheduler is stepped once per iteration, and the pipelines wrap their denoising loop
 in `self.progress_bar(timesteps)` or `with self.progress_bar(total=n)`. `set_timesteps` and
@@ -55,7 +56,7 @@ from types import FrameType, ModuleType
 from typing import TYPE_CHECKING, Any
 
 from . import diffusers_models
-from .inferred import mark_request_boundary
+from .inferred import compiling_here, mark_request_boundary
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -117,10 +118,21 @@ class DiffusersAdapter:
         self.session = session
         self.steps: StepTracker = session.steps
         self.torch = session.torch
-        self.call: _Call | None = None
+        self._calls = threading.local()
         self._lock = threading.Lock()
         self._signatures: dict[Any, inspect.Signature | None] = {}
         self._offload_seen: set[int] = set()
+
+    @property
+    def call(self) -> _Call | None:
+        """The pipeline call open in this thread: each thread's call is its own request (a
+        worker pool running two pipelines at once)."""
+        call: _Call | None = self._calls.__dict__.get("call")
+        return call
+
+    @call.setter
+    def call(self, call: _Call | None) -> None:
+        self._calls.call = call
 
     # -- installing ------------------------------------------------------------------------------
 
@@ -180,7 +192,7 @@ class DiffusersAdapter:
     def _call_wrapper(self, original: Any) -> Any:
         adapter = self
         guarded = self.session.guarded
-        is_compiling = self.torch.compiler.is_compiling
+        is_compiling = compiling_here(self.torch)
 
         @functools.wraps(original)
         def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -198,7 +210,7 @@ class DiffusersAdapter:
     def _progress_bar_wrapper(self, original: Any) -> Any:
         adapter = self
         guarded = self.session.guarded
-        is_compiling = self.torch.compiler.is_compiling
+        is_compiling = compiling_here(self.torch)
 
         @functools.wraps(original)
         def progress_bar(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -212,7 +224,7 @@ class DiffusersAdapter:
     def _set_timesteps_wrapper(self, original: Any) -> Any:
         adapter = self
         guarded = self.session.guarded
-        is_compiling = self.torch.compiler.is_compiling
+        is_compiling = compiling_here(self.torch)
 
         @functools.wraps(original)
         def set_timesteps(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -230,7 +242,7 @@ class DiffusersAdapter:
     def _step_wrapper(self, original: Any) -> Any:
         adapter = self
         guarded = self.session.guarded
-        is_compiling = self.torch.compiler.is_compiling
+        is_compiling = compiling_here(self.torch)
 
         @functools.wraps(original)
         def step(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -299,8 +311,6 @@ class DiffusersAdapter:
             nested = call is not None
             if call is None:
                 call = self.call = _Call(ident, None)
-            elif call.owner != ident:
-                return None  # another thread's request is running: not tracked
         try:
             arguments: dict[str, Any] = {}
             if call.shape is None:  # a nested call may know the shape: it is then for the steps

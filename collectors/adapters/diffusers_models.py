@@ -37,6 +37,7 @@ from . import compiled_calls
 from .inferred import (
     RANK_MODEL_CALLS,
     InferredSteps,
+    compiling_here,
     first_tensor_shape,
     is_autoencoder,
     outside_dynamo,
@@ -235,7 +236,7 @@ def install(session: Session, adapter: DiffusersAdapter, base: type) -> None:
     torch = session.torch
     _skip_code(torch, _model_pre_hook.__code__)
     _skip_code(torch, _model_post_hook.__code__)
-    _is_compiling = torch.compiler.is_compiling
+    _is_compiling = compiling_here(torch)
     models = ModelCalls(session, adapter)
     _MODELS = models
     models.install(base)

@@ -13,7 +13,13 @@ starts at the first step, and then when
   guidance pass calling the model twice per step) never start one; a timestep on an
   accelerator is not read (reading it would synchronise the device);
 - or the pause since the previous step ended is much longer than the request's steps
-  (more than PAUSE_FACTOR times their median and more than PAUSE_FLOOR_S).
+  (more than PAUSE_FACTOR times their median and more than PAUSE_FLOOR_S), unless the call's
+  timestep moved on in the request's direction (a worker that waited while another thread
+  compiled is still in its denoising loop).
+
+Each thread is followed on its own (`InferredLane`): a worker pool's threads serve their own
+requests, at the same time or not, and a step or request open in one thread is nothing to
+another.
 
 A request ends when the next one starts, or at exit. An inferring adapter yields to any adapter
 that knows the boundaries and to one that infers better (a diffusers model's calls over the
@@ -46,19 +52,22 @@ _ACTIVE: list[InferredSteps] = []
 
 
 def close_all() -> None:
-    """At exit: an inferred step still open ends at its last compiled call, not at the
-    process's end (which would count everything after the loop: decoding, saving, teardown)."""
+    """At exit: an inferred step still open (in any thread) ends at its last compiled call, not
+    at the process's end (which would count everything after the loop: decoding, saving,
+    teardown)."""
     for inferred in _ACTIVE:
-        if inferred.stepping and inferred.last_call is not None:
-            inferred.end(at_last_call=True)
+        for lane in list(inferred.lanes):
+            if lane.open and lane.last_call is not None:
+                inferred.end_lane(lane, at_last_call=True)
 
 
 def close_returned() -> None:
     """The program raised between calls: a step left open after its call returned
     (`spans_calls`) ends at its last compiled call, so the crash is placed after it."""
     for inferred in _ACTIVE:
-        if inferred.stepping and inferred.spans_calls and inferred.returned:
-            inferred.end(at_last_call=True)
+        for lane in list(inferred.lanes):
+            if lane.open and inferred.spans_calls and lane.returned:
+                inferred.end_lane(lane, at_last_call=True)
 
 
 def note_call_end(at: tuple[int, int], target: Any, torch: Any) -> None:
@@ -69,14 +78,21 @@ def note_call_end(at: tuple[int, int], target: Any, torch: Any) -> None:
     if isinstance(owner, torch.nn.Module) and is_autoencoder(owner):
         return
     for inferred in _ACTIVE:
-        if inferred.stepping and inferred.spans_calls:
-            inferred.last_call = at
+        if inferred.spans_calls:
+            lane = inferred.lane()
+            if lane.open:
+                lane.last_call = at
 
 
 def step_open_after_call() -> bool:
-    """A step left open after its call returned (`spans_calls`): the next compiled call's end
-    may be where it ends."""
-    return any(i.stepping and i.spans_calls and i.returned for i in _ACTIVE)
+    """A step left open after its call returned (`spans_calls`), in this thread: the next
+    compiled call's end may be where it ends."""
+    for inferred in _ACTIVE:
+        if inferred.spans_calls:
+            lane = inferred.lane()
+            if lane.open and lane.returned:
+                return True
+    return False
 
 
 def is_autoencoder(module: Any) -> bool:
@@ -85,46 +101,105 @@ def is_autoencoder(module: Any) -> bool:
 
 
 def mark_request_boundary() -> None:
-    """A denoising loop starts (a scheduler's `set_timesteps`): the next step opens a request."""
+    """A denoising loop starts in this thread (a scheduler's `set_timesteps`): the thread's
+    next step opens a request."""
     for inferred in _ACTIVE:
-        inferred.boundary = True
+        inferred.lane().boundary = True
+
+
+class InferredLane:
+    """One thread's inferred request and step: each thread that calls compiled code is followed
+    on its own (a worker pool serves several requests at once)."""
+
+    def __init__(self, thread: threading.Thread) -> None:
+        self.thread = thread
+        self.boundary = False
+        self.request: str | None = None
+        self.open = False
+        self.shape: list[int] | None = None
+        self.start_ns = 0
+        self.last_end_ns: int | None = None
+        self.walls: list[float] = []
+        #: The request's last timestep and the direction its timesteps move (-1, 0 unknown, 1).
+        self.timestep: float | None = None
+        self.direction = 0
+        #: When the last outermost compiled call ended (monotonic ns, process CPU ns): a step
+        #: made of several calls ends there, not when the next one begins.
+        self.last_call: tuple[int, int] | None = None
+        #: Set by `start` when it began a new request.
+        self.new_request = False
+        #: The call that opened the open step has returned (`call_done`).
+        self.returned = False
+        #: The step tracker's lane of the same thread (where the step is open).
+        self.steps_lane: Any = None
+
+    @property
+    def idle(self) -> bool:
+        return not self.open and not self.thread.is_alive()
 
 
 class InferredSteps:
-    """Step and request boundaries from outermost calls, on the thread that made the first."""
+    """Step and request boundaries from outermost calls, in every thread that makes them."""
 
     def __init__(self, session: Session, name: str, rank: int) -> None:
         self.session = session
         self.name = name
         self.rank = rank
         self.silent = False
-        self.boundary = False
-        self.owner: int | None = None
-        self._request: str | None = None
-        self._open = False
-        self._shape: list[int] | None = None
-        self._start_ns = 0
-        self._last_end_ns: int | None = None
-        self._walls: list[float] = []
-        #: The request's last timestep and the direction its timesteps move (-1, 0 unknown, 1).
-        self._timestep: float | None = None
-        self._direction = 0
-        #: When the last outermost compiled call ended (monotonic ns, process CPU ns): a step
-        #: made of several calls ends there, not when the next one begins.
-        self.last_call: tuple[int, int] | None = None
-        #: Set by `start` when it began a new request.
-        self.new_request = False
         #: A step stays open after its call (`call_done`) until the next step or request
         #: starts, and ends at the last call into compiled code before that: what the loop
         #: does between model calls (a scheduler step, a compiled helper and its compiles)
         #: belongs to the denoising step it follows.
         self.spans_calls = False
-        #: The call that opened the open step has returned (`call_done`).
-        self.returned = False
+        self.lanes: list[InferredLane] = []
+        self._local = threading.local()
+        self._lock = threading.Lock()
         _ACTIVE.append(self)
 
+    def lane(self) -> InferredLane:
+        """The calling thread's lane."""
+        lane: InferredLane | None = getattr(self._local, "lane", None)
+        if lane is None:
+            lane = InferredLane(threading.current_thread())
+            with self._lock:
+                self.lanes = [kept for kept in self.lanes if not kept.idle]
+                self.lanes.append(lane)
+            self._local.lane = lane
+        return lane
+
+    # The calling thread's lane, as the adapters read and set it.
+
+    @property
+    def boundary(self) -> bool:
+        return self.lane().boundary
+
+    @boundary.setter
+    def boundary(self, value: bool) -> None:
+        self.lane().boundary = value
+
+    @property
+    def last_call(self) -> tuple[int, int] | None:
+        return self.lane().last_call
+
+    @last_call.setter
+    def last_call(self, value: tuple[int, int] | None) -> None:
+        self.lane().last_call = value
+
+    @property
+    def new_request(self) -> bool:
+        return self.lane().new_request
+
+    @property
+    def returned(self) -> bool:
+        return self.lane().returned
+
+    @property
+    def stepping(self) -> bool:
+        return self.lane().open
+
     def may_step(self) -> bool:
-        """Whether a call now may be a step: nobody else drives the boundaries, no step is open."""
+        """Whether a call now may be a step: nobody else drives the boundaries, no step is open
+        in this thread."""
         if self.silent:
             return False
         session = self.session
@@ -136,109 +211,146 @@ class InferredSteps:
             return False
         if session.adapter_rank < self.rank:  # a lower one gives way: what it had open closes
             session.announce_adapter(self.name, self.rank, self.stand_down)
+        lane = self.lane()
         if steps.step_index is not None and not (
-            self._open and self.spans_calls and steps.request_id == self._request
+            lane.open and self.spans_calls and steps.request_id == lane.request
         ):
             return False
-        if steps.request_id is not None and steps.request_id != self._request:
-            return False  # a request someone else opened
-        ident = threading.get_ident()
-        if self.owner is None:
-            self.owner = ident
-        return self.owner == ident
+        return not (steps.request_id is not None and steps.request_id != lane.request)
 
     def start(self, shape: list[int] | None, timestep: float | None = None) -> bool:
-        """Open a step (and a request when one is inferred to begin); False when not ours.
-        `timestep`: the call's timestep where it could be read (`timestep_of`)."""
+        """Open a step (and a request when one is inferred to begin) in this thread; False when
+        not ours. `timestep`: the call's timestep where it could be read (`timestep_of`)."""
         if not self.may_step():
             return False
         self.session.announce_adapter(self.name, self.rank, self.stand_down)
         if self.silent:
             return False
-        if self._open:  # the previous step, left open after its call: it ends at its last
-            self.end(at_last_call=True)
+        lane = self.lane()
+        if lane.open:  # the previous step, left open after its call: it ends at its last
+            self.end_lane(lane, at_last_call=True)
         steps = self.session.steps
         now = time.monotonic_ns()
         if (
-            self._request is None
-            or steps.request_id != self._request
-            or shape != self._shape
-            or self.boundary
-            or self._turned(timestep)
-            or self._paused(now)
+            lane.request is None
+            or steps.request_id != lane.request
+            or shape != lane.shape
+            or lane.boundary
+            or self._turned(lane, timestep)
+            or (self._paused(lane, now) and not self._moved_on(lane, timestep))
         ):
-            if self._request is not None and steps.request_id == self._request:
+            if lane.request is not None and steps.request_id == lane.request:
                 steps.request_end()
-            self._request = steps.request_start(None, shape, None)
-            self._walls = []
-            self._timestep, self._direction = None, 0
-            self.new_request = True
+            lane.request = steps.request_start(None, shape, None)
+            lane.walls = []
+            lane.timestep, lane.direction = None, 0
+            lane.new_request = True
         else:
-            self.new_request = False
+            lane.new_request = False
         if timestep is not None:
-            if self._timestep is not None and timestep != self._timestep:
-                self._direction = 1 if timestep > self._timestep else -1
-            self._timestep = timestep
-        self.boundary = False
-        self._shape = shape
+            if lane.timestep is not None and timestep != lane.timestep:
+                lane.direction = 1 if timestep > lane.timestep else -1
+            lane.timestep = timestep
+        lane.boundary = False
+        lane.shape = shape
         steps.step_start(None, shape)
-        self._open = True
-        self.returned = False
-        self._start_ns = time.monotonic_ns()
+        lane.steps_lane = steps.lane()
+        lane.open = True
+        lane.returned = False
+        lane.start_ns = time.monotonic_ns()
         return True
 
     def end(self, at_last_call: bool = False) -> None:
-        """Close the step this adapter opened (if it is still the open one); `at_last_call`:
-        at the end of its last compiled call (a step made of several calls)."""
-        if not self._open:
+        """Close the step this adapter opened in this thread (if it is still the open one);
+        `at_last_call`: at the end of its last compiled call (a step made of several calls)."""
+        self.end_lane(self.lane(), at_last_call)
+
+    def end_lane(self, lane: InferredLane, at_last_call: bool = False) -> None:
+        """Close the step open in `lane` (another thread's at exit or when standing down)."""
+        if not lane.open:
             return
-        self._open = False
+        lane.open = False
         steps = self.session.steps
-        at = self.last_call if at_last_call and self.last_call is not None else None
-        if steps.step_index is not None and steps.request_id == self._request:
-            steps.step_end(at)
+        at = lane.last_call if at_last_call and lane.last_call is not None else None
+        held = lane.steps_lane
+        if held is not None and held.step_index is not None and held.request_id == lane.request:
+            steps.step_end_in(held, at)
         now = at[0] if at is not None else time.monotonic_ns()
-        self._walls.append((now - self._start_ns) / 1e9)
-        self._last_end_ns = now
+        lane.walls.append((now - lane.start_ns) / 1e9)
+        lane.last_end_ns = now
 
     def call_done(self) -> None:
         """The call that opened the step returned: the step stays open (`spans_calls`)."""
         steps = self.session.steps
-        self.last_call = (
+        lane = self.lane()
+        lane.last_call = (
             steps.call_ended()
             if steps is not None
             else (time.monotonic_ns(), time.process_time_ns())
         )
-        self.returned = True
+        lane.returned = True
 
-    @property
-    def stepping(self) -> bool:
-        return self._open
-
-    def _turned(self, timestep: float | None) -> bool:
+    def _turned(self, lane: InferredLane, timestep: float | None) -> bool:
         """The timestep moved against the request's direction: a new denoising loop began."""
-        if timestep is None or self._timestep is None or not self._direction:
+        if timestep is None or lane.timestep is None or not lane.direction:
             return False
-        return (timestep - self._timestep) * self._direction < 0
+        return (timestep - lane.timestep) * lane.direction < 0
 
-    def _paused(self, now: int) -> bool:
-        if self._last_end_ns is None or not self._walls:
+    def _moved_on(self, lane: InferredLane, timestep: float | None) -> bool:
+        """The timestep moved on in the request's direction: the same denoising loop, however
+        long the pause (a worker waiting while another thread compiles, or for a lock)."""
+        if timestep is None or lane.timestep is None or timestep == lane.timestep:
             return False
-        gap = (now - self._last_end_ns) / 1e9
-        return gap > PAUSE_FLOOR_S and gap > PAUSE_FACTOR * statistics.median(self._walls)
+        return not self._turned(lane, timestep)
+
+    def _paused(self, lane: InferredLane, now: int) -> bool:
+        if lane.last_end_ns is None or not lane.walls:
+            return False
+        gap = (now - lane.last_end_ns) / 1e9
+        return gap > PAUSE_FLOOR_S and gap > PAUSE_FACTOR * statistics.median(lane.walls)
 
     def stand_down(self) -> None:
-        """Another adapter drives the boundaries from now on: close what is open, then stay out."""
+        """Another adapter drives the boundaries from now on: close what is open in every
+        thread, then stay out."""
         if self.silent:
             return
         self.silent = True
         steps = self.session.steps
-        if steps is None or self._request is None or steps.request_id != self._request:
+        if steps is None:
             return
-        if self._open:
-            self._open = False
-            steps.step_end()
-        steps.request_end()
+        for lane in list(self.lanes):
+            held = lane.steps_lane
+            if held is None or lane.request is None or held.request_id != lane.request:
+                continue
+            if lane.open:
+                lane.open = False
+                steps.step_end_in(held)
+            steps.request_end_in(held)
+
+
+def compiling_here(torch: Any) -> Callable[[], bool]:
+    """`torch.compiler.is_compiling()` for the calling thread only.
+
+    torch 2.13 holds the flag True for the whole process while one thread compiles (a compile
+    session, convert_frame's compile_inner), so a second thread's eager call would read as a
+    traced one and its step be lost. A compile holds Dynamo's compile lock (an RLock) in the
+    thread that compiles: the flag counts only where this thread owns it. Where the lock cannot
+    be read, the flag is taken as it is."""
+    is_compiling = torch.compiler.is_compiling
+
+    def here() -> bool:
+        if not is_compiling():
+            return False
+        convert_frame = sys.modules.get("torch._dynamo.convert_frame")
+        owned = getattr(getattr(convert_frame, "compile_lock", None), "_is_owned", None)
+        if owned is None:
+            return True
+        try:
+            return bool(owned())
+        except Exception:  # noqa: BLE001 - an RLock without it: the flag as it is
+            return True
+
+    return here
 
 
 def outside_dynamo(
@@ -254,7 +366,7 @@ def outside_dynamo(
     the switch is read after the tracing test, never by Dynamo). Until the program imports
     Dynamo nothing can be compiling, so `body` runs as it is: diag never imports Dynamo first.
     """
-    is_compiling = torch.compiler.is_compiling
+    is_compiling = compiling_here(torch)
     disabled: list[Callable[..., Any]] = []
 
     def shim(*args: Any, **kwargs: Any) -> Any:

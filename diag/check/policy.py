@@ -32,6 +32,7 @@ DEFAULT_FAIL_ON = (
     "compile-failure",
     "crash",
     "cudagraphs",
+    "stances",
 )
 #: torch's default recompile limit is 8: a frame holding 8 entries runs its next variation
 #: eagerly, so 7 is the most a frame may hold by default.

@@ -66,6 +66,7 @@ REQUESTS = (
     Column("phase", TEXT, "warmup or live"),
     Column("request", TEXT, "request id"),
     Column("label", TEXT, "the program's own name for it (LightX2V's task id); <NA> if none"),
+    Column("thread", TEXT, "the name of the thread that served it; <NA> in older traces"),
     Column("shape", TEXT, "the request's input shape (2x8x12)"),
     Column("steps", INT, "steps recorded in the request"),
     Column("start", TIME, "when the request began (UTC)"),

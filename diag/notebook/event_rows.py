@@ -137,6 +137,7 @@ def request_rows(trace: Trace) -> Iterator[dict[str, Any]]:
                 "phase": request.phase,
                 "request": request.request_id,
                 "label": clean_label(request.label),
+                "thread": clean_label(request.thread),
                 "shape": shape_text(request.shape),
                 "steps": len(request.steps),
                 "start": who.unix_ns(request.pid, request.start_t),

@@ -23,7 +23,7 @@ from diag.compile_metrics import compile_timings
 from diag.errors import DiagError
 from diag.guards import condition_text
 from diag.perfetto.tracks import Instant, ProcessTracks, Slice, Track
-from diag.request_names import request_name
+from diag.request_names import request_name, request_thread
 from diag.trace.run import Compile, Event, Process, RunData, Trace
 
 #: Track order within a process: diag's own rows first, then CPU threads, then GPU streams.
@@ -132,9 +132,12 @@ class _RunTracks:
             if request.pid not in self.processes:
                 continue
             start, end = request.start_t, self._end(request.pid, request.end_t)
+            # Requests served at once by several threads overlap: a pair of tracks per thread.
+            thread = request_thread(run, request.pid, request.request_id)
+            where = f" ({thread})" if thread else ""
             self._slice(
                 request.pid,
-                "requests",
+                "requests" + where,
                 REQUESTS,
                 Slice(
                     request_name(run, request.pid, request.request_id),
@@ -155,7 +158,7 @@ class _RunTracks:
                 end = self._end(step.pid, step.end_t)
                 self._slice(
                     step.pid,
-                    "steps",
+                    "steps" + where,
                     STEPS,
                     Slice(
                         step_name(step.request_id, step.index),

@@ -112,6 +112,8 @@ class Compile:
     suppress_errors: bool | None = None
     #: torch's compilation_metrics.cache_size: entries the frame held before this compile.
     cache_size: int | None = None
+    #: The thread that compiled (the step it belongs to is the one open in that thread).
+    thread: str | None = None
 
     @property
     def is_recompile(self) -> bool:
@@ -159,6 +161,8 @@ class Request:
 
     #: The program's own name for the request (LightX2V's task id), shown beside the id.
     label: str | None = None
+    #: The name of the thread that served it (None in traces from before threads were recorded).
+    thread: str | None = None
 
 
 @dataclass
@@ -533,6 +537,7 @@ def _load_process(run: RunData, events_path: Path, fast: bool = True) -> None:
                         pid,
                         event.t,
                         label=event.label,
+                        thread=event.thread,
                         _table=table,
                         _rows=[],
                     )
@@ -623,6 +628,7 @@ def _other_event(
                 fail_user_frame=event.fail_user_frame,
                 suppress_errors=event.suppress_errors,
                 cache_size=event.cache_size,
+                thread=event.thread,
             )
         )
     elif isinstance(event, ev.CacheEntries):

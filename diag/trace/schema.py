@@ -66,6 +66,8 @@ class Positioned(EventBase):
     phase: str | None = None
     request_id: str | None = None
     step: Index | None = None
+    #: The name of the thread it happened in (a request is the thread's that served it).
+    thread: str | None = None
 
 
 class ProcessStart(EventBase, tag="process_start"):
@@ -313,6 +315,21 @@ class RecompileLimit(Positioned, tag="recompile_limit"):
     reason: str | None = None
 
 
+class Stance(Positioned, tag="stance"):
+    """`torch.compiler.set_stance` changed the process's compile stance."""
+
+    stance: str | None = None
+    prior: str | None = None
+
+
+class RecompileRefused(Positioned, tag="recompile_refused"):
+    """A call needed a recompile that the stance (fail_on_recompile) refused with an error."""
+
+    stance: str | None = None
+    frame: FrameRef | None = None
+    guards: list[str] = msgspec.field(default_factory=list)
+
+
 class EagerFallback(Positioned, tag="eager_fallback"):
     frame: FrameRef | None = None
 
@@ -513,6 +530,8 @@ SCHEMAS: dict[str, type[EventBase]] = {
     "traced_code": TracedCode,
     "recompile_limit": RecompileLimit,
     "eager_fallback": EagerFallback,
+    "stance": Stance,
+    "recompile_refused": RecompileRefused,
     "dynamo_reset": DynamoReset,
     "cache_entries": CacheEntries,
     "profile_window_start": ProfileWindowStart,

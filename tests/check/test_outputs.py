@@ -68,7 +68,7 @@ def test_github_format(hostile: Path, defaults: Path, capsys: pytest.CaptureFixt
     token = lines[start].removeprefix("::stop-commands::")
     assert re.fullmatch(r"[0-9a-f]{32}", token)
     assert lines[-1] == f"::{token}::"
-    assert lines[start + 1] == "diag check: FAIL (1 of 8 rules failed)"
+    assert lines[start + 1] == "diag check: FAIL (1 of 9 rules failed)"
     # Before the fence, only our own commands start a line.
     assert all(line.startswith("::error ") for line in lines[:start])
 
@@ -99,6 +99,7 @@ def test_json_document(hostile: Path, defaults: Path, capsys: pytest.CaptureFixt
         "compile-failure",
         "crash",
         "cudagraphs",
+        "stances",
         "cache-entries",
     ]
     live = doc["rules"][1]
@@ -128,13 +129,14 @@ def test_junit_one_case_per_rule(
         "compile-failure",
         "crash",
         "cudagraphs",
+        "stances",
         "cache-entries",
         "baseline-frames",
         "baseline-recompile-reasons",
         "baseline-cache-entries",
         "baseline-step-time",
     ]
-    assert (suite.get("tests"), suite.get("skipped")) == ("12", "1")
+    assert (suite.get("tests"), suite.get("skipped")) == ("13", "1")
     failed = {name for name, case in cases.items() if case.find("failure") is not None}
     assert failed == {"live-compile", "baseline-frames", "baseline-recompile-reasons"}
     assert suite.get("failures") == str(len(failed))
@@ -157,4 +159,4 @@ def test_junit_written_for_a_pass_too(
     )
     assert code == 0 and out.startswith("diag check: PASS")
     suite = ET.fromstring(report.read_bytes()).find("testsuite")
-    assert suite is not None and suite.get("failures") == "0" and suite.get("tests") == "8"
+    assert suite is not None and suite.get("failures") == "0" and suite.get("tests") == "9"

@@ -29,6 +29,7 @@ def test_defaults_without_any_file(tmp_path: Path) -> None:
         "compile-failure",
         "crash",
         "cudagraphs",
+        "stances",
     )
     assert (policy.max_recompiles_after_warmup, policy.max_cache_entries) == (0, 7)
 

@@ -42,7 +42,7 @@ def test_clean_service_passes(
 ) -> None:
     code, out, _ = run_check(capsys, served_trace(tmp_path / "t"), "--policy", defaults)
     assert code == 0, out
-    assert out.startswith("diag check: PASS (8 rules)\n")
+    assert out.startswith("diag check: PASS (9 rules)\n")
     assert "pass live-compile: 0 compile(s) during live requests (max 0)" in out
 
 

@@ -150,7 +150,9 @@ def test_warmup_requests_counts_every_reporter_and_explicit_warmup(tmp_path: Pat
     assert proc.returncode == 0, proc.stderr
     evs = events(trace)
     assert [e["phase"] for e in of("request_start", evs)] == ["warmup", "warmup", "live", "live"]
-    assert [e["phase"] for e in of("phase", evs)] == ["warmup", "live", "warmup", "live"]
+    # `phase` events are the program's own phase; a counted warmup request is one in its
+    # request_start (the count is per request, in whichever thread serves it).
+    assert [e["phase"] for e in of("phase", evs)] == ["warmup", "live"]
     live_compiles = [e for e in of("compile_end", evs) if e["phase"] == "live"]
     assert len(live_compiles) == 1  # n=6, the shape warmup never served
     assert live_compiles[0]["request_id"] == of("request_start", evs)[3]["request_id"]

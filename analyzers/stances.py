@@ -1,0 +1,164 @@
+"""stances: a recompile that `set_stance("fail_on_recompile")` refused, and what ran eagerly
+after it; live requests served under `eager_on_recompile`.
+
+Why: a service that pins its compiled code after warmup (torch's advice for serving) gets a
+plain RuntimeError where a call needs a new compile: no compile runs and torch logs no guard
+failure, so nothing else in the record shows it. The program usually catches it and serves the
+request again under `force_eager`: the slowest request of the day, with no compile to show for
+it. Each refusal is an error at the request, step and thread where it happened, with the guards
+torch named in its message, and the steps that then ran under `force_eager` (count, requests,
+their median time against the compiled steps of live requests). `eager_on_recompile` runs such
+calls eagerly without any error: torch records nothing per call, so diag says which live steps
+ran under it and that it cannot tell which of them fell back.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterator
+
+from diag.findings import Finding
+from diag.trace.run import Event, Frame, RunData, Step, Trace
+
+from .common import format_seconds as _secs
+
+ANALYZER = "stances"
+FORCE_EAGER = "force_eager"
+EAGER_ON_RECOMPILE = "eager_on_recompile"
+
+
+def analyze(trace: Trace) -> list[Finding]:
+    findings: list[Finding] = []
+    for run in trace.subject_runs:
+        seen: dict[str, int] = {}
+        findings.extend(_refused(run, event, seen) for event in run.of("recompile_refused"))
+        findings.extend(_eager_on_recompile(run))
+    return findings
+
+
+def _where(event: Event) -> str:
+    phase, rid, step = event.position
+    if rid is None:
+        return f"{phase}, outside any request"
+    thread = event.data.get("thread")
+    place = f"{phase} {rid} step {step}" if step is not None else f"{phase} {rid}"
+    return f"{place} (thread {thread})" if isinstance(thread, str) else place
+
+
+def _refused(run: RunData, event: Event, seen: dict[str, int]) -> Finding:
+    frame = Frame.from_event(event.data.get("frame"))
+    name = frame.name if frame is not None and frame.name else "a compiled frame"
+    location = (
+        f"{frame.file}:{frame.line}"
+        if frame is not None and frame.file and frame.line is not None
+        else None
+    )
+    index = seen.get(name, 0)
+    seen[name] = index + 1
+    phase, rid, step = event.position
+    guards = [g for g in event.data.get("guards") or [] if isinstance(g, str)]
+    evidence = [
+        f"{name} needed a recompile at {_where(event)}; the stance fail_on_recompile refused it "
+        "with a RuntimeError (no compile ran, torch logged no guard failure)",
+        "the guards that failed, as torch's error names them: "
+        + ("; ".join(guards) if guards else "none named (the frame held no cache entry)"),
+    ]
+    evidence.extend(_then_eager(run, event))
+    live = phase == "live" and rid is not None
+    suffix = f":{index + 1}" if index else ""
+    return Finding(
+        id=f"{ANALYZER}:refused:{name}{suffix}",
+        analyzer=ANALYZER,
+        severity="error" if live else "warning",
+        title=f"{name}: a recompile refused under fail_on_recompile at {_where(event)}",
+        evidence=evidence,
+        fix=(
+            "warm up the input the failing guard names (its actual value above) before "
+            "set_stance('fail_on_recompile'); until then such requests fail or run eagerly"
+        ),
+        location=location,
+        run=run.label,
+        data={"request_id": rid, "step": step, "phase": phase, "guards": guards},
+    )
+
+
+def _stance_at(changes: list[Event], t: int, pid: int) -> str:
+    """The process's stance at `t`, from its `stance` events (default before the first)."""
+    stance = "default"
+    for change in changes:
+        if change.pid != pid or change.t > t:
+            continue
+        stance = str(change.data.get("stance") or "default")
+    return stance
+
+
+def _live_steps(run: RunData, pid: int) -> Iterator[tuple[str, Step]]:
+    for request in run.requests:
+        if request.pid == pid and request.phase == "live":
+            for step in request.steps:
+                yield request.request_id, step
+
+
+def _then_eager(run: RunData, event: Event) -> list[str]:
+    """What the program did after the refusal: the live steps that ran under force_eager from
+    then on, against the steps that ran compiled."""
+    changes = run.of("stance")
+    eager: list[tuple[str, Step]] = []
+    compiled: list[float] = []
+    for rid, step in _live_steps(run, event.pid):
+        stance = _stance_at(changes, step.start_t, event.pid)
+        if stance == FORCE_EAGER and step.start_t >= event.t:
+            eager.append((rid, step))
+        elif stance not in (FORCE_EAGER, EAGER_ON_RECOMPILE) and step.wall_s is not None:
+            compiled.append(step.wall_s)
+    if not eager:
+        return ["no live step ran under force_eager after it (the request failed or ended)"]
+    requests = sorted({rid for rid, _ in eager}, key=str)
+    walls = [s.wall_s for _, s in eager if s.wall_s is not None]
+    line = f"then {len(eager)} live step(s) ran eagerly under force_eager, in {', '.join(requests)}"
+    if walls:
+        line += f": median {_secs(statistics.median(walls))}"
+        if compiled:
+            line += (
+                f" a step against {_secs(statistics.median(compiled))} for the "
+                f"{len(compiled)} live step(s) that ran compiled"
+            )
+    return [line]
+
+
+def _eager_on_recompile(run: RunData) -> list[Finding]:
+    changes = run.of("stance")
+    if not any(c.data.get("stance") == EAGER_ON_RECOMPILE for c in changes):
+        return []
+    under: dict[int, list[str]] = {}
+    for pid in sorted({c.pid for c in changes}):
+        for rid, step in _live_steps(run, pid):
+            if _stance_at(changes, step.start_t, pid) == EAGER_ON_RECOMPILE:
+                under.setdefault(pid, [])
+                if rid not in under[pid]:
+                    under[pid].append(rid)
+    if not under:
+        return []
+    requests = [rid for rids in under.values() for rid in rids]
+    return [
+        Finding(
+            id=f"{ANALYZER}:eager-on-recompile",
+            analyzer=ANALYZER,
+            severity="warning",
+            title=(
+                f"{len(requests)} live request(s) ran under eager_on_recompile: a call that "
+                "needed a recompile ran eagerly, silently"
+            ),
+            evidence=[
+                "live requests under eager_on_recompile: " + ", ".join(requests[:20]),
+                "torch records nothing for such a call (no compile, no error, no guard "
+                "failure): which of these calls fell back to eager is not known",
+            ],
+            fix=(
+                "record once under set_stance('fail_on_recompile'): each call that would "
+                "fall back then raises, and diag places it"
+            ),
+            run=run.label,
+            data={"requests": requests},
+        )
+    ]
