@@ -282,8 +282,9 @@ def cache_root() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "diag-compat"
 
 
-def ensure_venv(version: str, root: Path) -> tuple[Path, float]:
-    """The venv for this torch (made when missing or stale) and how long making it took."""
+def ensure_venv(version: str, root: Path) -> tuple[Path, float, str]:
+    """The venv for this torch (made when missing or stale), how long making it took, and the
+    build pip chose (e.g. 2.13.0+cpu where a local CPU wheel was found)."""
     minor = ".".join(version.split(".")[:2])
     venv = root / f"torch-{minor}"
     marker = venv / ".diag-compat.json"
@@ -309,7 +310,11 @@ def ensure_venv(version: str, root: Path) -> tuple[Path, float]:
         pip(python, "--no-deps", "-e", str(REPO))
         state["repo"] = str(REPO)
         marker.write_text(json.dumps(state))
-    return venv, float(state.get("setup_s", 0.0))  # type: ignore[arg-type]
+    if "build" not in state:
+        probe = [str(python), "-c", "import torch; print(torch.__version__)"]
+        state["build"] = subprocess.run(probe, capture_output=True, text=True).stdout.strip()
+        marker.write_text(json.dumps(state))
+    return venv, float(state.get("setup_s", 0.0)), str(state["build"] or version)  # type: ignore[arg-type]
 
 
 def pip(python: Path, *args: str) -> None:
@@ -376,9 +381,9 @@ def main(argv: list[str] | None = None) -> int:
     say(f"torch {', '.join(releases)}; programs {', '.join(names)}; runs under {out}")
     rows: list[Row] = []
     for version in releases:
-        venv, setup_s = ensure_venv(version, cache_root())
+        venv, setup_s, build = ensure_venv(version, cache_root())
         for name in names:
-            row = smoke(version, venv, setup_s, PROGRAMS[name], out)
+            row = smoke(build, venv, setup_s, PROGRAMS[name], out)
             say(
                 f"torch {version} {name}: {'pass' if not row.failures else '; '.join(row.failures)}"
             )
