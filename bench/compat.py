@@ -380,8 +380,14 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or Path(f"/tmp/diag-compat-{time.strftime('%Y%m%d-%H%M%S')}")
     say(f"torch {', '.join(releases)}; programs {', '.join(names)}; runs under {out}")
     rows: list[Row] = []
+    broken: list[str] = []
     for version in releases:
-        venv, setup_s, build = ensure_venv(version, cache_root())
+        try:
+            venv, setup_s, build = ensure_venv(version, cache_root())
+        except (subprocess.CalledProcessError, OSError) as err:
+            say(f"torch {version}: making its venv failed ({err}); no row for it")
+            broken.append(version)
+            continue
         for name in names:
             row = smoke(build, venv, setup_s, PROGRAMS[name], out)
             say(
@@ -393,8 +399,11 @@ def main(argv: list[str] | None = None) -> int:
         args.json.write_text(json.dumps([asdict(r) for r in rows], indent=1))
     failed = sum(1 for r in rows if r.failures)
     # Worded unlike a test runner's closing line: CI's count of tests is pytest's.
-    say(f"{failed} of {len(rows)} row(s) failed" if failed else f"all {len(rows)} row(s) pass")
-    return 1 if failed else 0
+    if rows:
+        say(f"{failed} of {len(rows)} row(s) failed" if failed else f"all {len(rows)} row(s) pass")
+    if broken:
+        say(f"no venv for torch {', '.join(broken)}")
+    return 1 if failed or broken else 0
 
 
 if __name__ == "__main__":
