@@ -6,11 +6,11 @@
 #   this tree's wheel and msgspec's:  pip wheel --no-deps --no-build-isolation -w .whl .
 #   REF's wheel, in .whl/ref/ (its own folder: both wheels are named diag-0.1.0-*.whl):
 #     git archive ddd7987 | tar -x -C /tmp/ref-src && pip wheel --no-deps --no-build-isolation -w .whl/ref /tmp/ref-src
-#   bash bench/overhead_ab_session.sh OUT [MODE[:TOTAL_S]]...   (default: default:220 reduce-overhead:220)
+#   bash bench/overhead_ab_session.sh OUT [MODE[:TOTAL_S]]...   (default: default:210 reduce-overhead:210)
 # Each run's output is OUT/ab-MODE.txt; OUT/summary.txt has the versions, exit codes, RESULT lines.
 set -u
 out=${1:?usage: overhead_ab_session.sh OUT [MODE[:TOTAL_S]]...}; shift
-runs=${*:-default:220 reduce-overhead:220}
+runs=${*:-default:210 reduce-overhead:210}
 repo=$(pwd)
 ref=$(ls "$repo"/.whl/ref/diag-*.whl 2>/dev/null | head -n 1)
 [ -n "$ref" ] || { echo "no REF wheel in .whl/ref/" >&2; exit 1; }
@@ -26,7 +26,7 @@ summary=$out/summary.txt
 } > "$summary"
 cd /tmp  # the checkout's diag/ folder would shadow the installed package
 for run in $runs; do
-  mode=${run%%:*}; total=${run#*:}; [ "$total" = "$run" ] && total=220
+  mode=${run%%:*}; total=${run#*:}; [ "$total" = "$run" ] && total=210
   started=$SECONDS
   python3 "$repo"/bench/record_overhead_interleaved.py --device cuda --size large \
     --backend inductor --mode "$mode" --against "$ref" --pip python3 --rounds 2 \

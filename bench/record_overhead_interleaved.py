@@ -369,7 +369,8 @@ def against(args: argparse.Namespace, rng: random.Random) -> int:
     print(f"A/B interleaved overhead, this tree / {args.against} ({what}); order {' '.join(runs)}")
     ratios: dict[str, list[list[float]]] = {}
     for side in sides:
-        ratios[side] = [pair_ratios(r["rows"], ON, OFF) for r in results[side]]
+        # A process whose warmup ran past its share served no pair: it is left out.
+        ratios[side] = [p for r in results[side] if (p := pair_ratios(r["rows"], ON, OFF))]
         pooled = [x for process in ratios[side] for x in process]
         if len(pooled) < 2:
             print(f"  {side}: {len(pooled)} pairs: raise --budget-s or --total-s")
