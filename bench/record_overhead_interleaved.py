@@ -26,6 +26,16 @@ bit-identical (checked and printed).
 
     python bench/record_overhead_interleaved.py                        # CPU, small, aot_eager
     python bench/record_overhead_interleaved.py --device cuda --size large --backend inductor
+    python bench/record_overhead_interleaved.py --against ddd7987      # A/B: this tree / REF
+
+A/B (`--against REF`, a git commit or a diag wheel): REF's diag is installed into a temporary
+folder (`git archive` + `pip install --no-deps --target`) and put first on the children's
+PYTHONPATH; recorded processes of this tree and of REF then alternate (`--rounds` each, in a
+random order per round, one host, one run), each serving the same interleaved pairs with this
+script's child. The figure is the ratio of ratios: median recorded/paused pair ratio of this
+tree over REF's, with a bootstrap 95% interval (pairs resampled within each process, processes
+resampled within each side, so process-to-process noise is in it when --rounds > 1). No process
+without diag runs in this mode.
 """
 
 from __future__ import annotations
@@ -217,8 +227,11 @@ def run_child(
     workdir: Path,
     budget_s: float,
     deadline: float | None,
+    site: Path | None = None,
+    name: str | None = None,
 ) -> Any:
-    out = workdir / ("recorded.json" if recorded else "plain.json")
+    """One child process; `site`: a folder put first on its PYTHONPATH (REF's diag)."""
+    out = workdir / ((name or ("recorded" if recorded else "plain")) + ".json")
     command = [
         sys.executable,
         os.path.abspath(__file__),
@@ -255,16 +268,142 @@ def run_child(
             "--profile",
             args.profile,
             "-o",
-            str(workdir / "trace"),
+            str(workdir / ("trace-" + name if name else "trace")),
             "--",
             *command,
             "--recorded",
         ]
-    done = subprocess.run(command, capture_output=True, text=True, env=os.environ.copy())
+    env = os.environ.copy()
+    if site is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")]))
+    # Run from the work folder: a checkout's diag/ in the current folder would shadow REF's.
+    done = subprocess.run(
+        command, capture_output=True, text=True, env=env, cwd=workdir if site else None
+    )
     if done.returncode != 0 or not out.exists():
         sys.stderr.write(done.stdout[-4000:] + done.stderr[-4000:])
-        raise SystemExit(f"the {'recorded' if recorded else 'plain'} child failed")
+        raise SystemExit(f"the {name or ('recorded' if recorded else 'plain')} child failed")
     return json.loads(out.read_text())
+
+
+# -- A/B: this tree against REF, in one run -------------------------------------------------------
+
+
+def install_ref(ref: str, into: Path, python: str) -> Path:
+    """REF's diag in `into`/site: a wheel installed as is, or a commit of this checkout
+    archived and installed (no network: --no-deps --no-build-isolation)."""
+    site = into / "site"
+    source: str = ref
+    if not (ref.endswith(".whl") and Path(ref).is_file()):
+        repo = Path(__file__).resolve().parent.parent
+        src = into / "src"
+        src.mkdir(parents=True)
+        archive = subprocess.run(
+            ["git", "-C", str(repo), "archive", ref], capture_output=True, check=False
+        )
+        if archive.returncode != 0:
+            raise SystemExit(f"git archive {ref} failed: {archive.stderr.decode()[-400:]}")
+        subprocess.run(["tar", "-x", "-C", str(src)], input=archive.stdout, check=True)
+        source = str(src)
+    pip = [python, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation"]
+    done = subprocess.run(
+        [*pip, "--no-index", "--no-compile", "--target", str(site), source],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise SystemExit(
+            f"installing {ref} failed (try --pip with a Python whose setuptools builds diag, "
+            f"or a wheel):\n{done.stdout[-1500:]}{done.stderr[-1500:]}"
+        )
+    return site
+
+
+def bootstrap_ratio_of_ratios(
+    this: list[list[float]], ref: list[list[float]], rng: random.Random
+) -> tuple[float, float]:
+    """95% interval of median(this pair ratios) / median(REF's): processes resampled within
+    each side, then pairs within each process."""
+
+    def draw(side: list[list[float]]) -> float:
+        pooled: list[float] = []
+        for process in rng.choices(side, k=len(side)):
+            pooled.extend(rng.choices(process, k=len(process)))
+        return statistics.median(pooled)
+
+    values = sorted(draw(this) / draw(ref) for _ in range(BOOTSTRAP))
+    return values[int(0.025 * BOOTSTRAP)], values[int(0.975 * BOOTSTRAP) - 1]
+
+
+def against(args: argparse.Namespace, rng: random.Random) -> int:
+    """Recorded processes of this tree and of REF, alternating; the ratio of their ratios."""
+    load_before = os.getloadavg()
+    wall = time.monotonic()
+    sides = ("this", "ref")
+    results: dict[str, list[Any]] = {side: [] for side in sides}
+    with tempfile.TemporaryDirectory(prefix="diag-ab-") as tmp:
+        workdir = Path(tmp)
+        site = install_ref(args.against, workdir / "ref", args.pip or sys.executable)
+        built = time.monotonic() - wall
+        runs = [side for _ in range(args.rounds) for side in rng.sample(sides, 2)]
+        begun = time.time()
+        for i, side in enumerate(runs):
+            deadline = None
+            if args.total_s:  # each child stops serving at the end of its share of the total
+                deadline = begun + (args.total_s - built - 5) * (i + 1) / len(runs)
+            result = run_child(
+                args,
+                True,
+                workdir,
+                args.budget_s,
+                deadline,
+                site=site if side == "ref" else None,
+                name=f"{side}-{i}",
+            )
+            results[side].append(result)
+    load_after = os.getloadavg()
+    what = (
+        f"{args.device}, {args.size}, {args.backend}, mode {args.mode}, profile {args.profile}, "
+        f"threads {args.threads or 'default'}"
+    )
+    print(f"A/B interleaved overhead, this tree / {args.against} ({what}); order {' '.join(runs)}")
+    ratios: dict[str, list[list[float]]] = {}
+    for side in sides:
+        # A process whose warmup ran past its share served no pair: it is left out.
+        ratios[side] = [p for r in results[side] if (p := pair_ratios(r["rows"], ON, OFF))]
+        pooled = [x for process in ratios[side] for x in process]
+        if len(pooled) < 2:
+            print(f"  {side}: {len(pooled)} pairs: raise --budget-s or --total-s")
+            return 2
+        lo, hi = bootstrap_median(pooled, rng)
+        rows = [row for r in results[side] for row in r["rows"]]
+        per_process = ", ".join(f"{statistics.median(p):.4f} ({len(p)})" for p in ratios[side] if p)
+        label = "this tree" if side == "this" else args.against
+        print(
+            f"  {label}: recorded/paused {statistics.median(pooled):.4f} (95% CI {lo:.4f} .. "
+            f"{hi:.4f}), {len(pooled)} pairs; per process {per_process}; median request step "
+            f"{ms(statistics.median(request_medians(rows, ON)))} recorded, "
+            f"{ms(statistics.median(request_medians(rows, OFF)))} paused"
+        )
+    this_med = statistics.median([x for p in ratios["this"] for x in p])
+    ref_med = statistics.median([x for p in ratios["ref"] for x in p])
+    lo, hi = bootstrap_ratio_of_ratios(ratios["this"], ratios["ref"], rng)
+    digests = {row["latents"] for side in sides for r in results[side] for row in r["rows"]}
+    print(
+        "  latents of all requests, both trees: "
+        + ("bit-identical" if len(digests) == 1 else f"{len(digests)} different digests")
+    )
+    print(
+        f"  load average {load_before[0]:.2f} at start, {load_after[0]:.2f} at end "
+        f"({os.cpu_count()} CPUs); {time.monotonic() - wall:.0f} s in all "
+        f"({built:.0f} s installing {args.against})"
+    )
+    print(
+        f"RESULT A/B ratio of ratios (this/{args.against}) {this_med / ref_med:.4f} "
+        f"95% CI [{lo:.4f}, {hi:.4f}]; this {this_med:.4f}, {args.against} {ref_med:.4f}; "
+        f"latents {'identical' if len(digests) == 1 else 'DIFFER'}; {what}"
+    )
+    return 0
 
 
 def digest_breakdown(rows: list[dict[str, Any]], plain_rows: list[dict[str, Any]]) -> str:
@@ -331,6 +470,21 @@ def main() -> int:
         "default on CUDA)",
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--against",
+        metavar="REF",
+        help="A/B: a git commit of this checkout or a diag wheel; recorded processes of this "
+        "tree and REF alternate and the ratio of their recorded/paused ratios is printed",
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=2, help="with --against: processes per side (default 2)"
+    )
+    parser.add_argument(
+        "--pip",
+        metavar="PYTHON",
+        help="with --against: the Python whose pip builds REF (default this one; its "
+        "setuptools must build diag's pyproject)",
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--recorded", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
@@ -341,6 +495,8 @@ def main() -> int:
         args.threads = 1
 
     rng = random.Random(args.seed)
+    if args.against:
+        return against(args, rng)
     load_before = os.getloadavg()
     wall = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="diag-interleaved-") as tmp:

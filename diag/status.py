@@ -48,6 +48,7 @@ STEPS_ROTATED = "steps-rotated"
 PROFILE_SKIPPED = "profile-skipped"
 STEPS_INFERRED = "steps-inferred"
 HOOKS_OFF = "hooks-off"
+DIAG_PAUSED = "diag-paused"
 
 #: The adapters that infer steps and requests (collectors/adapters/inferred.py) rather than
 #: being told them.
@@ -119,6 +120,9 @@ class RecordingStatus:
 class Visibility:
     status: RecordingStatus
     notices: list[Notice]
+    #: How long diag itself paused the program (profiler windows), per run: shown with the
+    #: notices but no notice (the trace misses nothing), so it never stands in an all-clear's way.
+    paused: list[Notice] = field(default_factory=list)
 
     @property
     def all_clear_possible(self) -> bool:
@@ -129,6 +133,7 @@ class Visibility:
         return {
             "status": self.status.as_dict(),
             "notices": [n.as_dict() for n in self.notices],
+            "diag_paused": [n.as_dict() for n in self.paused],
         }
 
 
@@ -145,7 +150,8 @@ def assess(trace: Trace) -> Visibility:
     misaligned = _reference_notice(trace)
     if misaligned is not None:
         notices.append(misaligned)
-    return Visibility(status, notices)
+    paused = [n for n in map(_diag_paused_notice, trace.subject_runs) if n is not None]
+    return Visibility(status, notices, paused)
 
 
 def _served(run: RunData) -> dict[tuple[str, tuple[int, ...] | None], list[int]]:
@@ -455,6 +461,40 @@ def _paused_notice(run: RunData) -> Notice | None:
         f"in all{left}): requests and steps served while paused are not in the trace, only "
         "their compiles",
         "leave the session running (Session.pause() is for overhead benches) to see every request",
+        run.label,
+    )
+
+
+def _diag_paused_notice(run: RunData) -> Notice | None:
+    """How long diag's profiler windows held the program's thread (diag/own_pauses.py), and
+    which steps a program's own timer charges it to (left out of bench figures)."""
+    from diag.own_pauses import window_pauses
+
+    pauses = window_pauses(run)
+    if not pauses:
+        return None
+    total = sum(p.export_s for p in pauses)
+    longest = max(pauses, key=lambda p: p.export_s)
+    where = f"window {longest.window}" + (
+        f", after step {longest.after[2]} of request {longest.after[1]}" if longest.after else ""
+    )
+    paid = sorted({key for p in pauses for key in p.paid_by}, key=lambda k: (k[0], k[1], k[2]))
+    shown = ", ".join(f"{r} step {i}" for _, r, i in paid[:6]) + (
+        f" and {len(paid) - 6} more" if len(paid) > 6 else ""
+    )
+    steps = (
+        f"; a program's own step timer may hold it in the step a window ended at or the next "
+        f"one of its request ({shown}): bench figures leave those {len(paid)} step(s) out"
+        if paid
+        else ""
+    )
+    return Notice(
+        DIAG_PAUSED,
+        f"diag's profiler windows paused the program {len(pauses)} time(s) in run {run.label}, "
+        f"{total:.3f} s in all (longest {longest.export_s:.3f} s: {where}): each window's stop "
+        f"and trace write run on the program's thread between steps, in no step's time here{steps}",
+        "fewer or shorter windows pause it less (--profile none, or a smaller steady:N); each "
+        "pause is profile_window_end.export_s",
         run.label,
     )
 
@@ -780,6 +820,9 @@ def status_lines(visibility: Visibility) -> list[str]:
     for notice in visibility.notices:
         lines.append(f"NOTICE  {one_line(notice.message)}")
         lines.append(f"        how: {one_line(notice.how)}")
+    for note in visibility.paused:
+        lines.append(f"INFO    {one_line(note.message)}")
+        lines.append(f"        how: {one_line(note.how)}")
     return lines
 
 

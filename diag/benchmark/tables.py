@@ -313,7 +313,7 @@ def _shape_stats(config: str, shape: Shape, trials: list[Trial], clock: Clock) -
         for trial in usable
         if (
             times := _times(
-                [s for s in trial.steps if s.index == 0 and s.shape == shape and not s.profiled],
+                [s for s in trial.steps if s.index == 0 and s.shape == shape and s.counted],
                 clock,
             )
         )

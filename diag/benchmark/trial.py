@@ -12,6 +12,7 @@ from pathlib import Path
 from diag.benchmark.capture import read_output
 from diag.benchmark.program_clock import Alignment, align, parse_infer_main
 from diag.errors import DiagError
+from diag.own_pauses import StepKey, paid_steps
 from diag.trace.format import STATUS_COMPLETE
 from diag.trace.run import Compile, Event, Process, RunData, Step, load_trace
 
@@ -35,6 +36,14 @@ class TimedStep:
     allocated: int | None
     cpu_s: float | None = None  # the process's CPU time in the step
     host_load: float | None = None  # runnable tasks per CPU when it ended
+    #: Seconds of diag's own pauses (a profiler window's stop) a program's timer holds in this
+    #: step (diag/own_pauses.py): such a step is left out of every figure, as a profiled one.
+    diag_pause_s: float = 0.0
+
+    @property
+    def counted(self) -> bool:
+        """Neither profiled nor holding diag's own pause: the program's time alone."""
+        return not self.profiled and not self.diag_pause_s
 
 
 @dataclass(frozen=True)
@@ -130,7 +139,7 @@ def load_trial(config: str, number: int, trace: Path) -> Trial:
     else:
         logged = parse_infer_main(output[1]) or parse_infer_main(output[0])
         trial.program_clock = align(logged, steps)
-    trial.requests = _live_requests(run, process.pid, trial.program_clock)
+    trial.requests = _live_requests(run, process.pid, trial.program_clock, paid_steps(run))
     if not trial.requests:
         trial.problem = "no finished live steps"
         return trial
@@ -142,7 +151,9 @@ def load_trial(config: str, number: int, trace: Path) -> Trial:
     return trial
 
 
-def _live_requests(run: RunData, pid: int, clock: Alignment) -> list[LiveRequest]:
+def _live_requests(
+    run: RunData, pid: int, clock: Alignment, paid: dict[StepKey, float]
+) -> list[LiveRequest]:
     """The process's live requests in order, each with its finished steps in order."""
     by_request: dict[str, list[Step]] = {}
     for step in run.steps:
@@ -157,14 +168,17 @@ def _live_requests(run: RunData, pid: int, clock: Alignment) -> list[LiveRequest
         # shape per step): every step of a request counts under one shape, the request's.
         shape = _shape(request.shape) or next((_shape(s.shape) for s in steps if s.shape), None)
         if steps:
-            timed = tuple(_timed(step, shape, clock) for step in steps)
+            timed = tuple(
+                _timed(step, shape, clock, paid.get((pid, step.request_id, step.index), 0.0))
+                for step in steps
+            )
             requests.append(
                 LiveRequest(request.request_id, shape, request.start_t, request.end_t, timed)
             )
     return requests
 
 
-def _timed(step: Step, request_shape: Shape, clock: Alignment) -> TimedStep:
+def _timed(step: Step, request_shape: Shape, clock: Alignment, paused_s: float) -> TimedStep:
     memory = step.memory if isinstance(step.memory, dict) else {}
     reserved, allocated = memory.get("reserved"), memory.get("allocated")
     assert step.end_t is not None
@@ -182,4 +196,5 @@ def _timed(step: Step, request_shape: Shape, clock: Alignment) -> TimedStep:
         allocated=allocated if isinstance(allocated, int) else None,
         cpu_s=_number(step.cpu_s),
         host_load=_number(step.host_load),
+        diag_pause_s=paused_s,
     )

@@ -1,7 +1,8 @@
 """Did a trial's measured window hold steady state? Each reason read off an event diag recorded.
 
 The window of a trial is its live steps from step `start` on (diag counts steps from 0), left
-out: profiled steps (they pay the profiler). Where a cost lands decides what counts:
+out: profiled steps (they pay the profiler) and steps that hold a window's stop on the program's
+own timer (diag/own_pauses.py). Where a cost lands decides what counts:
 
 - a compile (Dynamo or MagiCompiler, a fast-path compile of a new size), a CUDA-graph recording
   or an autotuning run costs the step it runs in: flagged when it runs in a measured step;
@@ -43,7 +44,7 @@ class Flaw:
 
 
 def window_steps(trial: Trial, start: int) -> list[TimedStep]:
-    return [s for s in trial.steps if s.index >= start and not s.profiled]
+    return [s for s in trial.steps if s.index >= start and s.counted]
 
 
 def flaws(trial: Trial, start: int) -> list[Flaw]:
