@@ -22,14 +22,31 @@ from typing import Any
 
 
 def _tracker(per_step: bool = True) -> Any:
-    """The recording's step tracker; None outside `diag record`, and for the per-step calls
-    (`request`, `step`) while the session is paused (Session.pause)."""
+    """A handle on the recording's step tracker whose calls never raise into the program
+    (collectors/hooks.py); None outside `diag record`, and for the per-step calls (`request`,
+    `step`) while the session is paused (Session.pause)."""
     session_module = sys.modules.get("diag.collectors.session")
     session = session_module.current_session() if session_module is not None else None
     if session is None or session.steps is None or (per_step and session.paused):
         return None
-    session.announce_adapter("diag.api")
-    return session.steps
+    session.guarded("api", session.announce_adapter, "diag.api")
+    return _Guarded(session)
+
+
+class _Guarded:
+    """The step tracker's boundary calls, each through the session's hook guard: a marker the
+    program placed behaves the same with diag recording or not."""
+
+    def __init__(self, session: Any) -> None:
+        self._session = session
+
+    def __getattr__(self, name: str) -> Any:
+        session = self._session
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return session.guarded("api", getattr(session.steps, name), *args, **kwargs)
+
+        return call
 
 
 @contextlib.contextmanager
@@ -59,11 +76,18 @@ def request(
     if tracker is None:
         yield
         return
-    tracker.request_start(request_id, list(shape) if shape is not None else None, label=label)
+    tracker.request_start(request_id, _shape_list(shape), label=label)
     try:
         yield
     finally:
         tracker.request_end()
+
+
+def _shape_list(shape: Sequence[int] | None) -> list[int] | None:
+    try:
+        return list(shape) if shape is not None else None
+    except TypeError:  # not a sequence: recorded without a shape, the program unaffected
+        return None
 
 
 @contextlib.contextmanager

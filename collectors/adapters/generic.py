@@ -20,11 +20,9 @@ if TYPE_CHECKING:
 
 def _wrap(session: Session, kind: str, fn: Any) -> Any:
     steps: StepTracker = session.steps
+    hook = f"adapter.generic.{kind}"
 
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if session.paused:  # Session.pause: no per-step work
-            return fn(*args, **kwargs)
+    def begin() -> None:
         session.announce_adapter("generic")
         if kind == "step":
             steps.step_start()
@@ -32,16 +30,27 @@ def _wrap(session: Session, kind: str, fn: Any) -> Any:
             steps.request_start()
         else:
             steps.set_phase("warmup")
+
+    def finish() -> None:
+        if kind == "step":
+            steps.step_end()
+        elif kind == "request":
+            steps.request_end()
+        else:
+            steps.request_end()
+            steps.set_phase("live")
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if session.paused:  # Session.pause: no per-step work
+            return fn(*args, **kwargs)
+        # diag's work around the program's call never raises into it (collectors/hooks.py);
+        # the program's call, its result and its exceptions pass unchanged.
+        session.guarded(hook, begin)
         try:
             return fn(*args, **kwargs)
         finally:
-            if kind == "step":
-                steps.step_end()
-            elif kind == "request":
-                steps.request_end()
-            else:
-                steps.request_end()
-                steps.set_phase("live")
+            session.guarded(hook, finish)
 
     return wrapper
 

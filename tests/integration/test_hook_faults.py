@@ -18,7 +18,8 @@ import pytest
 from .support import PYTHON, diag_record, events, of
 
 # Dynamo's compile callbacks, a logging handler, gc.callbacks, the torch.compile wrappers, the
-# excepthook (a thread that crashes), gc.collect's wrapper, reset's wrapper, the exit hook.
+# excepthook (a thread that crashes), gc.collect's wrapper, reset's wrapper, diag.api's markers,
+# the exit hook.
 PROGRAM = """
 import gc, sys, threading
 import torch
@@ -27,6 +28,10 @@ f = torch.compile(lambda x: torch.sin(x) * 2, backend="aot_eager")
 for n in (4, 4, 8):
     print(n, round(float(f(torch.arange(n, dtype=torch.float32)).sum()), 4))
 gc.collect()
+from diag import api
+with api.request(shape=[4]):
+    with api.step():
+        print(round(float(f(torch.ones(4)).sum()), 4))
 t = threading.Thread(target=lambda: 1 / 0, name="crasher")
 t.start(); t.join()
 torch._dynamo.reset()
@@ -92,6 +97,7 @@ def test_every_hook_raising_leaves_the_program_as_it_is(
         "hygiene.gc_collect",
         "crash.thread_excepthook",
         "compiles.reset_call",
+        "api",  # diag.api's markers
     ):
         assert hook in failed, sorted(failed)
     assert all(e["error"].startswith("InjectedFault") and e["disabled"] for e in errors), errors
