@@ -337,8 +337,14 @@ def compiling_here(torch: Any) -> Callable[[], bool]:
     thread that compiles: the flag counts only where this thread owns it. Where the lock cannot
     be read, the flag is taken as it is."""
     is_compiling = torch.compiler.is_compiling
+    # True only while Dynamo traces (it folds the call to a constant); False in eager code. So
+    # under tracing `here` is the constant True and Dynamo never reaches the lock check below
+    # (tracing `RLock._is_owned` would break the graph: one more frame for the program).
+    is_tracing = getattr(torch.compiler, "is_dynamo_compiling", None) or is_compiling
 
     def here() -> bool:
+        if is_tracing():
+            return True
         if not is_compiling():
             return False
         convert_frame = sys.modules.get("torch._dynamo.convert_frame")
@@ -350,6 +356,9 @@ def compiling_here(torch: Any) -> Callable[[], bool]:
         except Exception:  # noqa: BLE001 - an RLock without it: the flag as it is
             return True
 
+    # Called from hooks that run inside a compiled module's call: as torch's own is_compiling
+    # is, this is no frame for Dynamo to examine (it would count, and compile, one more frame).
+    skip_code(torch, here.__code__)
     return here
 
 
