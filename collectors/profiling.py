@@ -94,6 +94,9 @@ class ProfilerWindows:
         #: Held while diag's export thread writes an event, and across a fork: a child never
         #: inherits the event file's lock held by a thread it does not have.
         self._emit_lock = threading.Lock()
+        #: Held while a thread claims or releases the one window: two threads ending steps at
+        #: once must not both start a profiler, nor one start while another's still stops.
+        self._claim = threading.Lock()
         self._fork_held = False
 
     @classmethod
@@ -187,7 +190,11 @@ class ProfilerWindows:
                     "threads do not survive fork(): no profiler window in this process",
                 )
             return False
-        if self._owner is not None:
+        with self._claim:
+            claimed = self._owner is None
+            if claimed:
+                self._owner = threading.get_ident()
+        if not claimed:
             self._skipped(
                 name,
                 0,
@@ -195,16 +202,19 @@ class ProfilerWindows:
                 "per window, and one window at a time)",
             )
             return False
-        torch = self.torch
-        activities = [torch.profiler.ProfilerActivity.CPU]
-        if torch.cuda.is_initialized():
-            activities.append(torch.profiler.ProfilerActivity.CUDA)
-        prof = torch.profiler.profile(activities=activities)
-        with _Quiet():
-            prof.start()
+        try:
+            torch = self.torch
+            activities = [torch.profiler.ProfilerActivity.CPU]
+            if torch.cuda.is_initialized():
+                activities.append(torch.profiler.ProfilerActivity.CUDA)
+            prof = torch.profiler.profile(activities=activities)
+            with _Quiet():
+                prof.start()
+        except BaseException:
+            self._owner = None
+            raise
         self._kineto_used = True
         self._prof = prof
-        self._owner = threading.get_ident()
         self._serial += 1
         self._guards.guard = _ThreadEndGuard(self, self._serial)
         self._window = name
@@ -230,11 +240,23 @@ class ProfilerWindows:
 
     def _stop(self, why: str | None = None) -> None:
         """Stop and write this thread's window (only its own thread may: see module doc)."""
-        prof, window, steps = self._prof, self._window or "window", self._window_steps
-        if prof is None or self._owner != threading.get_ident():
+        window, steps = self._window or "window", self._window_steps
+        if self._prof is None or self._owner != threading.get_ident():
             return
-        self._prof, self._owner = None, None
+        # Handed over in a list, so that no frame of this one keeps the profiler alive (a failed
+        # write must release it: see _stop_and_save).
+        held, self._prof = [self._prof], None
         self._guards.__dict__.pop("guard", None)
+        try:
+            self._stop_and_save(held, window, steps, why)
+        finally:
+            # Released only once this thread's profiler is stopped and written: no other thread
+            # starts one meanwhile.
+            with self._claim:
+                self._owner = None
+
+    def _stop_and_save(self, held: list[Any], window: str, steps: int, why: str | None) -> None:
+        prof = held.pop()
         started = time.monotonic_ns()
         prof.stop()
         stopped = time.monotonic_ns()

@@ -254,9 +254,9 @@ class Session:
             self.proc_dir = self.proc_dir.parent / process_dir_name(self.pid, None)
             self.writer.forked(self.proc_dir / EVENTS_FILE)
             if self.steps is not None:
-                phase = self.steps.phase
+                phase = self.steps.process_phase
                 self.steps = type(self.steps)(self)
-                self.steps.phase = phase
+                self.steps.process_phase = phase
             self._process_start(ppid=parent)
             # multiprocessing's children end with os._exit (no atexit) after its own exit
             # function ran the finalizers; a child clears them first, then runs the
