@@ -266,14 +266,16 @@ def _live_finding(
     )
 
 
-def _new_input(run: RunData, compiles: list[Compile], rid: str) -> str | None:
-    """`r2 step 0`: where a new input shape made this frame recompile (the first recompile's
-    decided cause is a size guard), the key that groups the frames it recompiled together."""
+def _new_input(run: RunData, compiles: list[Compile], rid: str) -> list[Any] | None:
+    """`[pid, "r2", 0]`: where a new input shape made this frame recompile (the first
+    recompile's decided cause is a size guard), the key that groups the frames it recompiled
+    together. The pid and step are numbers, so that rank_merge (which compares data apart from
+    its numbers) still sees one problem on every rank."""
     first = next((c for c in compiles if c.guards), None)
     cause = recompile_cause(run, first) if first is not None else None
     if cause is None or cause.guard is None or cause.guard.kind not in _SIZE_KINDS:
         return None
-    return f"{first.pid} {rid} step {first.step}" if first is not None else None
+    return [first.pid, rid, first.step] if first is not None else None
 
 
 def _first_cause(run: RunData, compiles: list[Compile]) -> RecompileCause | None:

@@ -310,6 +310,10 @@ def test_the_cause_at_the_hit_is_block_1s_own_entry(
     assert cause.claim() == {
         "entry": "0/1",
         "guard_kind": "python-value",
+        # The vocabulary's entry for a global read in compiled code; its fix (a tensor argument
+        # instead of the global) is verified by the guard-kind harness's `global` family.
+        "guard_check": "global-value",
+        "fix_verified": True,
         "source": "__main__.ATTN_CONFIG['impl']",
         "decided": True,
         "why": MODULE_ENTRY,
