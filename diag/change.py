@@ -132,13 +132,17 @@ def _size_change(
 ) -> str | None:
     text = f"dim {index} of `{source}` went from {old} to {new}"
     zero_one = old in (0, 1) or new in (0, 1)
-    if index == 0 and old == 2 * new:
+    # CFG's reading only where the record fits it: a batch of 2 against 1 at dim 0 (a request's
+    # cond and uncond passes batched, or not). Any other doubling (4 -> 8 of a plain input) is
+    # said in torch's own words: nothing in the record says it was a batch.
+    cfg = index == 0 and {old, new} == {1, 2}
+    if cfg and old == 2 * new:
         text = (
             f"the batch went from {old} to {new} (`{source}` dim 0): halved, as when a request "
             "runs without CFG's uncond pass (diffusers' pipelines skip it at guidance_scale "
             "<= 1)"
         )
-    elif index == 0 and new == 2 * old:
+    elif cfg and new == 2 * old:
         text = (
             f"the batch went from {old} to {new} (`{source}` dim 0): doubled, as when a request "
             "runs CFG's uncond pass that the entry's call did not"
