@@ -355,6 +355,21 @@ def smoke(version: str, venv: Path, setup_s: float, program: Program, out: Path)
     return judge(row, analyze_out, program.recompile)
 
 
+def prepare(releases: list[str]) -> int:
+    """Make each release's venv and run nothing: 0 when all are made, 1 when one failed (the
+    smoke run that follows tries it again)."""
+    failed = 0
+    for version in releases:
+        try:
+            venv, setup_s, build = ensure_venv(version, cache_root())
+        except (subprocess.CalledProcessError, OSError) as err:
+            say(f"torch {version}: making its venv failed ({err})")
+            failed += 1
+            continue
+        say(f"torch {build}: {venv} ready ({setup_s:.0f} s to make)")
+    return 1 if failed else 0
+
+
 def say(text: str) -> None:
     print(f"compat: {text}", file=sys.stderr, flush=True)
 
@@ -371,12 +386,19 @@ def main(argv: list[str] | None = None) -> int:
         "--out", type=Path, default=None, help="where runs and traces go (default: a temp dir)"
     )
     parser.add_argument("--json", type=Path, default=None, help="also write the rows as JSON")
+    parser.add_argument(
+        "--prepare",
+        action="store_true",
+        help="only make the venvs (CI runs this beside the suite: the downloads take the time)",
+    )
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.programs.split(",") if n.strip()]
     unknown = [n for n in names if n not in PROGRAMS]
     if unknown or not names:
         parser.error(f"unknown program(s) {', '.join(unknown)}; known: {', '.join(PROGRAMS)}")
     releases = select(registry_releases(lower_bound()), args.torch)
+    if args.prepare:
+        return prepare(releases)
     out = args.out or Path(f"/tmp/diag-compat-{time.strftime('%Y%m%d-%H%M%S')}")
     say(f"torch {', '.join(releases)}; programs {', '.join(names)}; runs under {out}")
     rows: list[Row] = []
