@@ -1,7 +1,7 @@
 """The support range, tested: one venv per torch minor release, a record-path smoke in each.
 
     python bench/compat.py                         # every minor from pyproject's torch>= on
-    python bench/compat.py --torch oldest,newest   # what CI runs
+    python bench/compat.py --torch 2.6,2.15 --programs loop,fixture   # what CI runs (.ci/run)
     python bench/compat.py --torch 2.6,2.13 --programs loop,fixture
 
 For each torch minor release on the registry (the newest patch of each, from pyproject's
