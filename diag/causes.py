@@ -58,6 +58,9 @@ UNDECIDED = "undecided"
 #: Several entries fit the call but for one guard each; the one compiled at the call's own step
 #: (the entry the loop reuses at that step) names the cause.
 SAME_STEP = "same-step-entry"
+#: Every entry that could serve failed on global state (grad mode, autocast, ...); one differs
+#: from the call in fewer of its fields than every other (a subset): those fields are the change.
+NEAREST_GLOBAL_STATE = "nearest-global-state"
 #: Every entry was compiled for another module (or another `self`): the call's module is new to
 #: the frame's cache.
 NEW_MODULE = "new-module"
@@ -303,7 +306,27 @@ def _choose(
     same_step = _same_step(possible, item, tables)
     if same_step is not None:
         return RecompileCause(same_step.guard, same_step.entry, True, SAME_STEP, failures)
+    nearest = _nearest_global_state(possible)
+    if nearest is not None:
+        decided = nearest.tensors_match is True
+        why = NEAREST_GLOBAL_STATE if decided else UNDECIDED
+        return RecompileCause(nearest.guard, nearest.entry, decided, why, failures)
     return RecompileCause(None, None, False, UNDECIDED, failures)
+
+
+def _nearest_global_state(possible: list[EntryFailure]) -> EntryFailure | None:
+    """torch's GLOBAL_STATE failure lists the fields that differ from the entry (`grad_mode
+    autocast(cpu)_enabled`). When every entry that could serve failed there, the entry whose
+    fields are a subset of every other's is the one nearest the call: warmup under no_grad, one
+    request under torch.autocast, and the no_grad entry fails on autocast alone while the
+    grad-mode entries fail on both. Its fields are what the call changed."""
+    if any(f.guard.kind != "global-state" or not f.guard.source for f in possible):
+        return None
+    fields = [frozenset(str(f.guard.source).split()) for f in possible]
+    smallest = min(fields, key=len)
+    if fields.count(smallest) != 1 or not all(smallest <= other for other in fields):
+        return None
+    return possible[fields.index(smallest)]
 
 
 def _same_step(

@@ -240,4 +240,33 @@ def change_fix(cause: RecompileCause, frame: str, shape_warmed: bool) -> str | N
             "torch._dynamo.config.allow_unspec_int_on_nn_module = True, does not help where the "
             "code branches on the value.)"
         )
+    if guard.kind in _VOCABULARY_FAMILIES:
+        return vocabulary_fix(guard.raw, guard.source, frame)
     return None
+
+
+#: Guard families whose fix is the vocabulary's own (docs/GUARDS.md): a tensor's dtype, device,
+#: requires_grad or other property, the global state, a value's type. The analyzers word sizes
+#: (warmup and automatic dynamic) and Python values (guard-churn) themselves; for these kinds
+#: "make the input dynamic" or "pass it as a tensor" cannot remove the recompile.
+_VOCABULARY_FAMILIES = frozenset(
+    {
+        "tensor-dtype",
+        "tensor-device",
+        "tensor-requires-grad",
+        "tensor-other",
+        "global-state",
+        "type",
+    }
+)
+
+
+def vocabulary_fix(raw: str, source: str | None, frame: str) -> str:
+    """The fix docs/GUARDS.md gives for this failure's check: the fixes the guard-kind harness
+    saw remove the recompile, or "no verified fix" with the options."""
+    from diag.guards import guard_entry
+
+    entry = guard_entry(raw)
+    what = f" (`{source}`)" if source else ""
+    advice = entry.advice()
+    return f"{frame} recompiled because {entry.title}{what}: {advice[:1].upper()}{advice[1:]}."

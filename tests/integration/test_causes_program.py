@@ -23,6 +23,13 @@ down before these tests from TORCH_LOGS=recompiles on the same programs:
 4. Flux blocks compiled one by one, warmup at one resolution, live at another: both block classes
    recompile at the live request's step 0, each on `tensor 'hidden_states' size mismatch at
    index 1. expected 16, actual 36`: one root cause.
+5. A hand loop over a DiT transformer, warmup under no_grad; one live request forgets no_grad,
+   another runs under torch.autocast("cpu"): `0/1: GLOBAL_STATE changed: grad_mode` at the first
+   (then, at its step 1, `0/1: tensor 'hidden_states' requires_grad mismatch` beside `0/0:
+   GLOBAL_STATE changed: grad_mode`), and at the autocast request `0/3` with `0/2` and `0/1`
+   failing on `grad_mode autocast(cpu)_enabled` and `0/0` on `autocast(cpu)_enabled` alone: the
+   no_grad entry is nearest the call, autocast is what changed. Fix tried on the program: serving
+   under no_grad and without autocast, as warmup ran, leaves no live recompile.
 """
 
 from __future__ import annotations
@@ -185,6 +192,42 @@ print(json.dumps(sorted(set(RAN))), flush=True)
 """
 
 
+GLOBAL_STATE = """
+import sys
+import torch
+import diag.api as diag
+from diffusers.models import DiTTransformer2DModel
+
+torch.manual_seed(0)
+model = DiTTransformer2DModel(
+    sample_size=8, num_layers=1, patch_size=2, attention_head_dim=8,
+    num_attention_heads=2, in_channels=4, out_channels=8, num_embeds_ada_norm=1000,
+).eval()
+model.compile(backend="aot_eager")
+FIXED = sys.argv[1:] == ["fixed"]
+
+
+def serve(grad, autocast=False):
+    if FIXED:
+        grad, autocast = False, False
+    with diag.request(shape=[1, 4, 8, 8]):
+        x = torch.randn(1, 4, 8, 8, generator=torch.Generator().manual_seed(1))
+        for i in range(2):
+            with diag.step(), torch.set_grad_enabled(grad), torch.autocast("cpu", enabled=autocast):
+                t = torch.tensor([500 - 100 * i])
+                out = model(x, timestep=t, class_labels=torch.tensor([1])).sample
+                x = x - 0.1 * out[:, :4].float()
+    print(round(float(x.detach().double().sum()), 4), flush=True)
+
+
+with diag.phase("warmup"):
+    serve(False)
+serve(False)
+serve(True)  # the serving path forgot no_grad
+serve(False, autocast=True)  # a request under autocast
+"""
+
+
 def _record(tmp: Path, name: str, source: str, *args: str) -> tuple[Path, str]:
     program = tmp / f"{name}.py"
     program.write_text(source)
@@ -218,6 +261,11 @@ def flux_limit(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Finding],
 @pytest.fixture(scope="module")
 def flux_blocks(tmp_path_factory: pytest.TempPathFactory) -> list[Finding]:
     return _findings(_record(tmp_path_factory.mktemp("blocks"), "blocks", FLUX, "blocks")[0])
+
+
+@pytest.fixture(scope="module")
+def global_state(tmp_path_factory: pytest.TempPathFactory) -> list[Finding]:
+    return _findings(_record(tmp_path_factory.mktemp("gs"), "gs", GLOBAL_STATE)[0])
 
 
 def _live(findings: list[Finding], request: str) -> Finding:
@@ -284,3 +332,27 @@ def test_two_block_classes_one_new_shape_one_headline(flux_blocks: list[Finding]
     other = next(f for f in live if f is not heads[0])
     assert other.group == heads[0].id
     assert all("expected 16, actual 36" in f.title for f in live)
+
+
+def test_global_state_nearest_entry_names_autocast(global_state: list[Finding]) -> None:
+    r4 = _live(global_state, "r4")
+    assert "cause undecided" not in r4.title
+    assert "GLOBAL_STATE changed: autocast(cpu)_enabled" in r4.title
+    assert "grad_mode" not in r4.title
+    # the vocabulary's fix, not "make the varying input dynamic" or "pass it as a tensor"
+    assert r4.fix.startswith("forward recompiled because autocast differs")
+    assert "same torch.autocast context" in r4.fix
+    assert "dynamic" not in r4.fix and "tensor" not in r4.fix
+    r3 = _live(global_state, "r3")
+    assert "GLOBAL_STATE changed: grad_mode" in r3.title
+    assert "same grad mode (both inside torch.no_grad())" in r3.fix
+    (cause,) = [c["cause"] for c in r4.claims if c["kind"] == "recompile"]
+    assert cause["entry"] == "0/0"  # the no_grad entry, as torch's record reads
+    assert cause["why"] == "nearest-global-state" and cause["decided"] is True
+    assert cause["guard_check"] == "autocast" and cause["fix_verified"] is True
+
+
+def test_global_state_fix_removes_the_recompiles(tmp_path: Path) -> None:
+    """The fix printed above, applied to the program: no live compile is left."""
+    findings = _findings(_record(tmp_path, "gs-fixed", GLOBAL_STATE, "fixed")[0])
+    assert not [f for f in findings if f.analyzer == "live-compile" and f.severity == "error"]
