@@ -320,6 +320,7 @@ def count(
         "collector_errors": by_name.get("collector_error", 0),
         "fallback_silent": bool(fallback is None or fallback.inferred.silent),
         "profile_spec": session.profile_spec,
+        "adapter": session.adapter,
         "regions_installed": bool(session.profiler is not None and session.profiler.spec.enabled),
         "events": by_name,
     }
@@ -570,6 +571,21 @@ def measure(
     hygiene._wrap(session, owner, "probe", "bench_probe")
     units["hygiene"] = minus(timer.both(owner.probe), timer.both(noop))
 
+    # diag.api's step(): a program's own step markers (the fixture's adapter reports its steps,
+    # so none ran): the context manager, its tracker look-up and the guarded step_start/end.
+    import diag.api as api
+
+    def api_step() -> None:
+        with api.step():
+            pass
+
+    open_probe()
+    before = cache._steps if cache is not None else 0
+    marker = paired(session, timer, api_step)
+    marker["warm"] = net_of_snapshots(marker["warm"], before)
+    units["api_step"] = marker
+    steps.request_end()
+
     units["window_opened"] = (
         session.profiler is not None and session.profiler.windows != windows_before
     )
@@ -744,6 +760,12 @@ def build_rows(counts: dict[str, Any], units: dict[str, Any]) -> list[Row]:
             counts["magi_guard_check"],
             units.get("magi_check"),
             note="the rest of magi's sample not isolated",
+        ),
+        Row(
+            "diag.api step() (a program's own markers)",
+            0 if counts["adapter"] != "diag.api" else step_ends,
+            units.get("api_step"),
+            note="" if counts["adapter"] == "diag.api" else f"steps by {counts['adapter']}",
         ),
         Row(
             "empty_cache / gc.collect wrapper",

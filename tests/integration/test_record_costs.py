@@ -35,6 +35,7 @@ UNITS = (
     "limit_check",
     "magi_check",
     "hygiene",
+    "api_step",
     "chain",
 )
 LABELS = (
@@ -50,6 +51,7 @@ LABELS = (
     "gc pause kept (full or long collection)",
     "guard check of a call (limit_calls)",
     "magi guard check (its check_verbose)",
+    "diag.api step() (a program's own markers)",
     "empty_cache / gc.collect wrapper",
     "profile window stop + JSON write",
 )
