@@ -719,8 +719,8 @@ def build_rows(counts: dict[str, Any], units: dict[str, Any]) -> list[Row]:
         Row(
             "region marker, no window open",
             calls if regions else 0,
-            units.get("region") if regions else None,
-            note="" if regions else "--profile none: not installed",
+            units.get("region"),
+            note="" if regions else "not installed (--profile none)",
         ),
         Row(
             "region marker inside a window",
