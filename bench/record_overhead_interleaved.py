@@ -108,6 +108,53 @@ class DiagLayers:
             self.model.__dict__["infer"] = self.infer
 
 
+def serve_groups(
+    runner: Any,
+    request: Any,
+    session: Any,
+    layers: DiagLayers | None,
+    rng: random.Random,
+    settle: int,
+    pairs: int,
+    started: float,
+    budget_s: float,
+    deadline: float | None,
+) -> list[dict[str, Any]]:
+    """Serve `request` in groups, one request per state in random order within each group
+    (recorded, paused, bare; recorded and paused without a session), until `settle + pairs`
+    groups, `budget_s` after `started` (monotonic) or `deadline` (wall clock). One row per
+    request; the first `settle` groups' rows have a negative `pair`. The session is left
+    resumed and diag's wrappers in place. (bench/record_costs.py serves the same way.)"""
+    states = [ON, OFF, BARE] if layers is not None else [ON, OFF]
+    rows: list[dict[str, Any]] = []
+    pair = 0
+    while (
+        pair < settle + pairs
+        and time.monotonic() - started < budget_s
+        and (deadline is None or time.time() < deadline)
+    ):
+        order = rng.sample(states, len(states))
+        for state in order:
+            if session is not None and layers is not None:
+                (session.resume if state == ON else session.pause)()
+                (layers.bare if state == BARE else layers.wrapped)()
+            runner.run_pipeline(request)
+            result = runner.results[-1]
+            rows.append(
+                {
+                    "pair": pair - settle,
+                    "state": state,
+                    "steps": result.step_seconds,
+                    "latents": result.latents_sha256,
+                }
+            )
+        pair += 1
+    if session is not None and layers is not None:
+        layers.wrapped()
+        session.resume()
+    return rows
+
+
 def child(args: argparse.Namespace) -> int:
     import torch
 
@@ -135,7 +182,6 @@ def child(args: argparse.Namespace) -> int:
     shape = config.warmup_shapes[0]
     request = Request(REQUEST_ID, shape, args.steps)
     rng = random.Random(args.seed)
-    rows: list[dict[str, Any]] = []
     begun = time.monotonic()
     with torch.no_grad():
         runner.init_modules()  # the fixture's warmup: every compile happens here
@@ -143,33 +189,19 @@ def child(args: argparse.Namespace) -> int:
         layers = None
         if session is not None and module is not None:
             layers = DiagLayers(runner, os.path.dirname(module.__file__ or "") + os.sep)
-        states = [ON, OFF, BARE] if layers is not None else [ON, OFF]
         started = time.monotonic()
-        pair = 0
-        while (
-            pair < args.settle + args.pairs
-            and time.monotonic() - started < args.budget_s
-            and (args.deadline is None or time.time() < args.deadline)
-        ):
-            order = rng.sample(states, len(states))
-            for state in order:
-                if session is not None and layers is not None:
-                    (session.resume if state == ON else session.pause)()
-                    (layers.bare if state == BARE else layers.wrapped)()
-                runner.run_pipeline(request)
-                result = runner.results[-1]
-                rows.append(
-                    {
-                        "pair": pair - args.settle,
-                        "state": state,
-                        "steps": result.step_seconds,
-                        "latents": result.latents_sha256,
-                    }
-                )
-            pair += 1
-        if session is not None and layers is not None:
-            layers.wrapped()
-            session.resume()
+        rows = serve_groups(
+            runner,
+            request,
+            session,
+            layers,
+            rng,
+            args.settle,
+            args.pairs,
+            started,
+            args.budget_s,
+            args.deadline,
+        )
     Path(args.out).write_text(
         json.dumps(
             {
