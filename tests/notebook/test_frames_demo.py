@@ -26,7 +26,8 @@ def demo(record_fixture: RecordFixture) -> tuple[Path, TraceFrames, dict[str, An
 
 def test_status_and_findings_are_analyzes(demo: tuple[Path, TraceFrames, dict[str, Any]]) -> None:
     _, t, cli = demo
-    assert t.status.as_dict() == {"status": cli["status"], "notices": cli["notices"]}
+    keys = ("status", "notices", "diag_paused")
+    assert t.status.as_dict() == {key: cli[key] for key in keys}
     frame = t.findings_frame()
     assert list(frame["id"]) == [f["id"] for f in cli["findings"]]
     assert list(frame["severity"]) == [f["severity"] for f in cli["findings"]]
