@@ -41,6 +41,7 @@ from .inferred import (
     RANK_COMPILED_CALLS,
     InferredSteps,
     compiling_here,
+    every_adapter_silent,
     first_tensor_shape,
     note_call_end,
     outside_dynamo,
@@ -102,6 +103,19 @@ def leave_call(token: Any) -> None:
     if token is not None:
         fallback, inner = token
         fallback.session.guarded(_WHERE, fallback._leave, inner)
+
+
+#: The token of a call made while the fallback was idle: nothing to undo when it returns.
+_IDLE = object()
+
+
+def _idle() -> bool:
+    """Nothing reads calls into compiled code now: the fallback and every other inferring adapter
+    stood down (an adapter, `--step-fn` or diag.api knows the steps) and no adapter claims
+    targets. A call then goes straight through: the enter/leave bookkeeping (call depth, the
+    call's end time, the step an open lane may end at) was the largest per-call cost diag had
+    (bench/record_costs.py, docs/BENCHMARKS.md)."""
+    return not _CLAIMED and every_adapter_silent()
 
 
 def turn_off() -> None:
@@ -192,6 +206,7 @@ class CompiledCalls:
         owner = target.__self__ if is_call and hasattr(target, "__self__") else target
         is_compiling = self.is_compiling
         enter, leave = self._enter, self._leave
+        idle = _idle
         first = [True]
 
         session = self.session
@@ -204,6 +219,12 @@ class CompiledCalls:
                 _first_call(fallback.session, target)
             if session.paused:
                 return compiled(*args, **kwargs)
+            if idle():
+                try:
+                    return compiled(*args, **kwargs)
+                except BaseException as exc:  # seen on its way to the program, never changed
+                    note_error(exc)
+                    raise
             token = fallback.session.guarded(_WHERE, enter, owner, args, kwargs)
             try:
                 return compiled(*args, **kwargs)
@@ -222,6 +243,9 @@ class CompiledCalls:
 
     def _on_compiled_pre(self, module: Any, args: Any, kwargs: Any) -> None:
         stack = self._local.__dict__.setdefault("tokens", [])
+        if _idle():
+            stack.append(_IDLE)  # the post hook leaves nothing either
+            return
         stack.append(None)  # first: a failure below still leaves one token for the post hook
         target = module.__dict__.get("_diag_compiled_target", module)
         stack[-1] = self._enter(target, args, kwargs)
@@ -229,7 +253,9 @@ class CompiledCalls:
     def _on_compiled_post(self, module: Any, args: Any, output: Any) -> None:
         stack = self._local.__dict__.get("tokens")
         if stack:
-            self._leave(stack.pop())
+            token = stack.pop()
+            if token is not _IDLE:
+                self._leave(token)
         if output is None:  # torch calls an always-called hook with None when forward raised
             error = sys.exc_info()[1]
             if error is not None:

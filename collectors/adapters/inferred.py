@@ -70,6 +70,11 @@ def close_returned() -> None:
                 inferred.end_lane(lane, at_last_call=True)
 
 
+def every_adapter_silent() -> bool:
+    """Every inferring adapter stood down: none reads calls into compiled code."""
+    return all(inferred.silent for inferred in _ACTIVE)
+
+
 def note_call_end(at: tuple[int, int], target: Any, torch: Any) -> None:
     """An outermost call into compiled code ended: a step left open between model calls (a
     hand-written loop's scheduler update, a compiled helper) lasts at least until then. An
