@@ -8,8 +8,10 @@ request again under `force_eager`: the slowest request of the day, with no compi
 it. Each refusal is an error at the request, step and thread where it happened, with the guards
 torch named in its message, and the steps that then ran under `force_eager` (count, requests,
 their median time against the compiled steps of live requests). `eager_on_recompile` runs such
-calls eagerly without any error: torch records nothing per call, so diag says which live steps
-ran under it and that it cannot tell which of them fell back.
+calls eagerly without any error and torch records nothing per call; diag checks each compiled
+call under that stance against the frame's cache entries as Dynamo does
+(collectors/limit_calls.py, `limit_calls` events with `stance`), and says which calls of which
+frame ran eagerly, in which requests and steps, beside the live steps that ran under it.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterator
 
+from diag.fallback import Spot, spots_text
 from diag.findings import Finding
 from diag.trace.run import Event, Frame, RunData, Step, Trace
 
@@ -140,25 +143,73 @@ def _eager_on_recompile(run: RunData) -> list[Finding]:
     if not under:
         return []
     requests = [rid for rids in under.values() for rid in rids]
+    checked = [e for e in run.of("limit_calls") if e.data.get("stance") == EAGER_ON_RECOMPILE]
+    eager = _eager_calls(checked)
+    evidence = ["live requests under eager_on_recompile: " + ", ".join(requests[:20])]
+    if not checked:
+        title = (
+            f"{len(requests)} live request(s) ran under eager_on_recompile: a call that needed "
+            "a recompile ran eagerly, silently"
+        )
+        evidence.append(
+            "torch records nothing for such a call (no compile, no error, no guard failure), "
+            "and diag checked no call (its compiled callables were not made by torch.compile): "
+            "which of these calls fell back to eager is not known"
+        )
+    elif eager:
+        total = sum(len(spots) for spots in eager.values())
+        title = (
+            f"{total} call(s) ran eagerly under eager_on_recompile, silently: no cache entry's "
+            "guards passed and the stance skipped the recompile"
+        )
+        for frame, spots in eager.items():
+            evidence.append(f"{frame}: {len(spots)} eager call(s): {spots_text(spots)}")
+        evidence.append(
+            "torch records nothing for such a call; diag checked each call under the stance "
+            "against the frame's cache entries as Dynamo checks them"
+        )
+    else:
+        title = (
+            f"{len(requests)} live request(s) ran under eager_on_recompile; every call diag "
+            "checked passed a cache entry and ran compiled"
+        )
+        evidence.append(
+            f"{sum(_count(e.data.get('compiled')) for e in checked)} call(s) checked against "
+            "their frame's cache entries: none fell back to eager"
+        )
     return [
         Finding(
             id=f"{ANALYZER}:eager-on-recompile",
             analyzer=ANALYZER,
-            severity="warning",
-            title=(
-                f"{len(requests)} live request(s) ran under eager_on_recompile: a call that "
-                "needed a recompile ran eagerly, silently"
-            ),
-            evidence=[
-                "live requests under eager_on_recompile: " + ", ".join(requests[:20]),
-                "torch records nothing for such a call (no compile, no error, no guard "
-                "failure): which of these calls fell back to eager is not known",
-            ],
+            severity="warning" if eager or not checked else "info",
+            title=title,
+            evidence=evidence,
             fix=(
                 "record once under set_stance('fail_on_recompile'): each call that would "
-                "fall back then raises, and diag places it"
+                "fall back then raises with the guard torch names, and diag places it; then "
+                "warm up what those calls send"
             ),
             run=run.label,
-            data={"requests": requests},
+            data={
+                "requests": requests,
+                "eager_calls": {frame: len(spots) for frame, spots in eager.items()},
+            },
         )
     ]
+
+
+def _eager_calls(checked: list[Event]) -> dict[str, list[Spot]]:
+    """Frame name -> the positions of its calls that passed no cache entry (one per call)."""
+    found: dict[str, list[Spot]] = {}
+    for event in checked:
+        count = _count(event.data.get("eager"))
+        if not count:
+            continue
+        frame = Frame.from_event(event.data.get("frame"))
+        name = frame.name if frame is not None and frame.name else "a compiled frame"
+        found.setdefault(name, []).extend([event.position] * count)
+    return found
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0

@@ -1,4 +1,5 @@
-"""After a frame hits the recompile limit: which of its calls still run compiled, which eagerly.
+"""After a frame hits the recompile limit, or under the `eager_on_recompile` stance: which of
+its calls still run compiled, which eagerly.
 
 Dynamo stops compiling a frame at the limit, but it keeps checking the frame's cache entries:
 a call that passes one runs that compiled entry, and only a call that passes none runs eagerly,
@@ -8,6 +9,12 @@ budget) is checked here the way Dynamo checks it, before the call and outside co
 every entry's guard manager against the call's arguments as the frame's locals. Counts per
 step are written as `limit_calls` events; nothing is written for frames that never hit it, and
 the program's call, guards and results are untouched.
+
+`torch.compiler.set_stance("eager_on_recompile")` makes the same silent fallback for every
+frame: a call that passes no entry runs eagerly, and torch records nothing (no compile, no guard
+failure, no log line; checked on torch 2.13). While that stance is set, every compiled frame's
+calls are checked the same way, and their events carry `stance`. A frame with no entry yet
+compiles as usual under that stance: its first call counts as compiled.
 """
 
 from __future__ import annotations
@@ -16,8 +23,13 @@ import inspect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .torch_api import cache_entries, entry_compile_id, entry_passes, stance
+
 if TYPE_CHECKING:
     from .session import Session
+
+#: The stance under which a call that passes no cache entry runs eagerly, silently.
+EAGER_ON_RECOMPILE = "eager_on_recompile"
 
 #: Calls checked per frame; later calls are counted as unchecked.
 MAX_CHECKS = 20_000
@@ -32,6 +44,7 @@ class _Counts:
     compiled: int = 0
     unchecked: int = 0
     served_by: str | None = None  # the entry that served the last compiled call
+    stance: str | None = None  # set when checked for the stance, not a limit hit
 
 
 class LimitCalls:
@@ -52,21 +65,26 @@ class LimitCalls:
     ) -> None:
         """Called before each call of a compiled callable; works only for limited frames."""
         compiles = self.session.compiles
-        if compiles is None or key not in compiles.limited:
+        limited = compiles is not None and key in compiles.limited
+        eager_stance = not limited and stance() == EAGER_ON_RECOMPILE
+        if not limited and not eager_stance:
             return
         steps = self.session.steps
         position = steps.position() if steps is not None else {}
         counts = self.open.get(key)
-        if counts is None or _where(counts.position) != _where(position):
+        why = EAGER_ON_RECOMPILE if eager_stance else None
+        if counts is None or _where(counts.position) != _where(position) or counts.stance != why:
             self._flush(key)
-            counts = self.open[key] = _Counts(position)
+            counts = self.open[key] = _Counts(position, stance=why)
         done = self.checks.get(key, 0)
         if done >= MAX_CHECKS:
             counts.unchecked += 1
             return
         self.checks[key] = done + 1
-        served = self._served_by(code, function, owner, args, kwargs)
-        if served is False:
+        served = self._served_by(code, function, owner, args, kwargs, first_compiles=eager_stance)
+        if served is True:  # no entry yet: the stance lets a first compile happen
+            counts.compiled += 1
+        elif served is False:
             counts.unchecked += 1
         elif served is None:
             counts.eager += 1
@@ -75,18 +93,29 @@ class LimitCalls:
             counts.served_by = str(served)
 
     def _served_by(
-        self, code: Any, function: Any, owner: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+        self,
+        code: Any,
+        function: Any,
+        owner: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        first_compiles: bool = False,
     ) -> str | None | bool:
         """The compile id of the entry whose guards pass (None: no entry does: the call runs
-        eagerly; False: the check could not be made)."""
-        from torch._C._dynamo.eval_frame import _debug_get_cache_entry_list
-
+        eagerly; False: the check could not be made; True: no entry yet and `first_compiles`:
+        the call compiles its first entry)."""
+        entries = cache_entries(code)
+        if first_compiles and not entries:
+            return True
         f_locals = self._locals(function, owner, args, kwargs)
         if f_locals is None:
             return False
-        for entry in _debug_get_cache_entry_list(code):
-            if entry.guard_manager.check(f_locals):
-                return str(getattr(entry, "compile_id", "?"))
+        for entry in entries:
+            passes = entry_passes(entry, f_locals)
+            if passes is None:
+                return False
+            if passes:
+                return entry_compile_id(entry) or "?"
         return None
 
     def _locals(
@@ -124,6 +153,7 @@ class LimitCalls:
             compiled=counts.compiled,
             unchecked=counts.unchecked,
             served_by=counts.served_by,
+            **({"stance": counts.stance} if counts.stance else {}),
             **counts.position,
         )
 

@@ -80,6 +80,15 @@ def entry_passes(entry: Any, f_locals: dict[str, Any]) -> bool | None:
     return bool(check(f_locals))
 
 
+def stance() -> str | None:
+    """Dynamo's current stance (`default`, `eager_on_recompile`, ...), None before Dynamo is
+    imported or on a torch without stances. One attribute read: called per compiled call."""
+    eval_frame = sys.modules.get("torch._dynamo.eval_frame")
+    current = getattr(eval_frame, "_stance", None)
+    name = getattr(current, "stance", None)
+    return name if isinstance(name, str) else None
+
+
 def intern_table() -> dict[str, int]:
     """torch's structured-log intern table (file name -> id), {} where there is none."""
     try:
