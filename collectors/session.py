@@ -285,8 +285,19 @@ class Session:
             self.guarded("shapes.end", self.shapes.close)
         if self.cache is not None:
             self.guarded("cache.end", self.cache.snapshot, "exit", True)
-        self.emit("process_end", gpu=self._gpu_name())
+        self.emit("process_end", gpu=self._gpu_name(), **self._own_work())
         self.writer.close()
+
+    def _own_work(self) -> dict[str, Any]:
+        """diag's own work at step ends, in all and the longest (collectors/steps.py)."""
+        steps = self.steps
+        if steps is None or not steps.steps_done:
+            return {}
+        return {
+            "step_end_work_s": steps.end_work_ns / 1e9,
+            "step_end_work_max_s": steps.end_work_max_ns / 1e9,
+            "steps_ended": steps.steps_done,
+        }
 
     def _gpu_name(self) -> str | None:
         # Never initialise CUDA ourselves: only name the GPU if the program used one.

@@ -70,6 +70,11 @@ class StepTracker:
         self.torch = session.torch
         self.process_phase = PHASE_LIVE
         self.steps_done = 0
+        #: diag's own work at step ends, on the program's thread after the step's end was
+        #: taken (its event, allocator stats, gc and cache writes; a profiler window's stop is
+        #: timed on its own, profile_window_end.export_s): total and longest, monotonic ns.
+        self.end_work_ns = 0
+        self.end_work_max_ns = 0
         self._seq = 0
         self._lock = threading.Lock()
         self._local = threading.local()
@@ -264,7 +269,8 @@ class StepTracker:
     def step_end_in(self, lane: Lane, at: tuple[int, int] | None = None) -> None:
         if lane.step_index is None or self.session.paused:
             return
-        t, cpu_ns = at if at is not None else (time.monotonic_ns(), time.process_time_ns())
+        work_started = time.monotonic_ns()
+        t, cpu_ns = at if at is not None else (work_started, time.process_time_ns())
         # Process CPU time: with several threads serving at once it is theirs together.
         cpu_s = (cpu_ns - lane.cpu_start) / 1e9
         if at is None:
@@ -311,6 +317,9 @@ class StepTracker:
                 "cache.step",
                 lambda: cache.snapshot("step_end", False, request_id=request_id, step=step),
             )
+        work = time.monotonic_ns() - work_started
+        self.end_work_ns += work
+        self.end_work_max_ns = max(self.end_work_max_ns, work)
         if profiler is not None and own:
             self.session.guarded("profiling.after", profiler.after_step, self)
 

@@ -85,6 +85,10 @@ class RunSummary:
     #: Time windows' stop and export held the program's thread (profile_window_end.export_s):
     #: between steps, so in no step's time, but the program waited for it.
     windows_paused_s: float = 0.0
+    #: diag's own work at step ends (process_end): total seconds, longest, steps ended.
+    step_end_work_s: float = 0.0
+    step_end_work_max_s: float = 0.0
+    steps_ended: int = 0
     windows_paused_max_s: float = 0.0
     #: Why each window that was not written was skipped (profile_window_skipped).
     windows_skipped: list[str] = field(default_factory=list)
@@ -117,6 +121,13 @@ class RunSummary:
                 f"  diag's profile windows paused the program {self.windows_paused_s:.3f} s in "
                 f"all (longest {self.windows_paused_max_s:.3f} s), between steps: in no step's "
                 "time"
+            )
+        if self.steps_ended:
+            text.append(
+                f"  diag's work at step ends held the program {self.step_end_work_s * 1e3:.1f} "
+                f"ms over {self.steps_ended} step(s) "
+                f"({self.step_end_work_s / self.steps_ended * 1e6:.0f} us a step, longest "
+                f"{self.step_end_work_max_s * 1e3:.2f} ms), between steps"
             )
         if self.magi_compile and self.magi_compiles:
             text.append(
@@ -275,6 +286,12 @@ def summarize_run(run_path: Path, root: Path | None = None) -> RunSummary:
                 paused = event.export_s or 0.0
                 summary.windows_paused_s += paused
                 summary.windows_paused_max_s = max(summary.windows_paused_max_s, paused)
+            elif isinstance(event, ev.ProcessEnd) and event.steps_ended:
+                summary.steps_ended += event.steps_ended
+                summary.step_end_work_s += event.step_end_work_s or 0.0
+                summary.step_end_work_max_s = max(
+                    summary.step_end_work_max_s, event.step_end_work_max_s or 0.0
+                )
             elif isinstance(event, ev.MagiCompile):
                 summary.magi_compile = True
             elif isinstance(event, ev.MagiCompileEnd):

@@ -85,6 +85,9 @@ class ProcessStart(EventBase, tag="process_start"):
 
 class ProcessEnd(EventBase, tag="process_end"):
     gpu: str | None = None
+    step_end_work_s: float | None = None
+    step_end_work_max_s: float | None = None
+    steps_ended: int | None = None
 
 
 class Adapter(EventBase, tag="adapter"):

@@ -56,3 +56,21 @@ def test_bench_leaves_paid_steps_out(record_fixture: Any) -> None:
     assert unprofiled_paid  # the step after the window's last one, in its request
     counted = window_steps(trial, 0)
     assert counted and not any(s.diag_pause_s for s in counted)
+
+
+def test_step_end_work_is_recorded_and_summarised(record_fixture: Any) -> None:
+    """diag's own work at step ends (collectors/steps.py) reaches process_end and the summary
+    `diag record` prints: one figure per process, counted over the steps it ended."""
+    from diag.summary import iter_events, summarize_run
+
+    trace = _trace(record_fixture)
+    (path,) = (trace.path / "runs" / "compiled").glob("*/events.jsonl")
+    written = list(iter_events(path))
+    (end,) = [e for e in written if e["ev"] == "process_end"]
+    steps = sum(1 for e in written if e["ev"] == "step_end")
+    assert end["steps_ended"] == steps > 0
+    total, longest = end["step_end_work_s"], end["step_end_work_max_s"]
+    assert 0 < longest <= total
+    lines = summarize_run(trace.path / "runs" / "compiled").lines()
+    (line,) = [x for x in lines if "diag's work at step ends" in x]
+    assert f"over {steps} step(s)" in line and "between steps" in line
