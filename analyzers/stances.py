@@ -19,7 +19,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterator
 
-from diag.fallback import Spot, spots_text
+from diag.fallback import compiled_count, spots_text, stance_checks, stance_eager_calls
 from diag.findings import Finding
 from diag.trace.run import Event, Frame, RunData, Step, Trace
 
@@ -143,8 +143,8 @@ def _eager_on_recompile(run: RunData) -> list[Finding]:
     if not under:
         return []
     requests = [rid for rids in under.values() for rid in rids]
-    checked = [e for e in run.of("limit_calls") if e.data.get("stance") == EAGER_ON_RECOMPILE]
-    eager = _eager_calls(checked)
+    checked = stance_checks(run, EAGER_ON_RECOMPILE)
+    eager = stance_eager_calls(checked)
     evidence = ["live requests under eager_on_recompile: " + ", ".join(requests[:20])]
     if not checked:
         title = (
@@ -174,7 +174,7 @@ def _eager_on_recompile(run: RunData) -> list[Finding]:
             "checked passed a cache entry and ran compiled"
         )
         evidence.append(
-            f"{sum(_count(e.data.get('compiled')) for e in checked)} call(s) checked against "
+            f"{compiled_count(checked)} call(s) checked against "
             "their frame's cache entries: none fell back to eager"
         )
     return [
@@ -196,20 +196,3 @@ def _eager_on_recompile(run: RunData) -> list[Finding]:
             },
         )
     ]
-
-
-def _eager_calls(checked: list[Event]) -> dict[str, list[Spot]]:
-    """Frame name -> the positions of its calls that passed no cache entry (one per call)."""
-    found: dict[str, list[Spot]] = {}
-    for event in checked:
-        count = _count(event.data.get("eager"))
-        if not count:
-            continue
-        frame = Frame.from_event(event.data.get("frame"))
-        name = frame.name if frame is not None and frame.name else "a compiled frame"
-        found.setdefault(name, []).extend([event.position] * count)
-    return found
-
-
-def _count(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0

@@ -6,6 +6,10 @@ only calls that pass none of them run eagerly. The recorder checks each later ca
 (collectors/limit_calls.py, `limit_calls` events per step); the call that hit the limit ran
 eagerly itself. Without those events (older recordings, TORCH_TRACE logs, a callable the
 recorder could not wrap) the extent is unknown and says so: never "eager from then on".
+
+Under `set_stance("eager_on_recompile")` the recorder checks every compiled frame's calls the
+same way (`limit_calls` events with `stance`): `stance_checks` and `stance_eager_calls` read
+those for the stances analyzer.
 """
 
 from __future__ import annotations
@@ -119,6 +123,30 @@ def _ranges(steps: list[int]) -> str:
             runs.append((step, step))
     text = ", ".join(f"{a}-{b}" if b > a else str(a) for a, b in runs)
     return ("steps " if len(steps) > 1 else "step ") + text
+
+
+def stance_checks(run: RunData, stance: str) -> list[Event]:
+    """The `limit_calls` events written because `stance` was in force (not a limit hit)."""
+    return [e for e in run.of("limit_calls") if e.data.get("stance") == stance]
+
+
+def stance_eager_calls(checks: list[Event]) -> dict[str, list[Spot]]:
+    """Frame name -> the positions of its checked calls that passed no cache entry (one per
+    call), from `stance_checks`."""
+    found: dict[str, list[Spot]] = {}
+    for event in checks:
+        count = _count(event.data.get("eager"))
+        if not count:
+            continue
+        frame = Frame.from_event(event.data.get("frame"))
+        name = frame.name if frame is not None and frame.name else "a compiled frame"
+        found.setdefault(name, []).extend([event.position] * count)
+    return found
+
+
+def compiled_count(checks: list[Event]) -> int:
+    """Checked calls that passed a cache entry and ran compiled."""
+    return sum(_count(e.data.get("compiled")) for e in checks)
 
 
 def _count(value: object) -> int:
