@@ -12,7 +12,9 @@ import inspect
 import json
 import os
 import re
+import shutil
 import subprocess
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,6 +61,29 @@ class Recording:
     results: dict[str, Any]  # the service's --json, written by rank 0
 
 
+# What a rank prints when it dies by itself (C++ terminate, a fatal Python error, gloo).
+_DEATH_LINE = re.compile(r"terminate called|what\(\)|Fatal Python error|gloo|exitcode\s*:\s*-")
+
+
+def _death_lines(stderr: str) -> str:
+    """The lines of the whole stderr that say how a rank died: torchrun prints them first."""
+    return "\n".join(line for line in stderr.splitlines() if _DEATH_LINE.search(line))
+
+
+def _died_after_diag(trace_dir: Path) -> bool:
+    """Every rank ran its last step and ended diag's session before the launcher saw a signal.
+
+    A rank of this gloo service aborted (SIGABRT) once in CI after both ranks had written
+    process_end; 26 recordings here beside CPU and disk hogs did not repeat it, and its stderr
+    was cut off. Once every rank's process_end is written, diag's session there has ended.
+    """
+    try:
+        ranks = [p for p in load_trace(trace_dir).processes if p.rank is not None]
+    except Exception:  # noqa: BLE001 - an unreadable trace is a failure, reported by the caller
+        return False
+    return len(ranks) == 2 and all(p.ended for p in ranks)
+
+
 def _record(folder: Path, *plants: str) -> Recording:
     plant_args = [a for p in plants for a in ("--plant", p)]
     out = folder / "service.json"
@@ -67,7 +92,16 @@ def _record(folder: Path, *plants: str) -> Recording:
     torchrun = (TORCHRUN, "--standalone", "--nproc_per_node", "2")
     command = (*torchrun, *SERVICE, "--json", str(out), *plant_args)
     proc = diag_record(folder / "t", *command, options=("--profile", "none"), env=env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    if proc.returncode != 0 and _died_after_diag(folder / "t"):
+        # A teardown abort after diag's session ended: said loudly, recorded once more.
+        warnings.warn(
+            f"a rank died after its last step and diag's end; recording again:\n"
+            f"{_death_lines(proc.stderr)}",
+            stacklevel=2,
+        )
+        shutil.rmtree(folder / "t")
+        proc = diag_record(folder / "t", *command, options=("--profile", "none"), env=env)
+    assert proc.returncode == 0, _death_lines(proc.stderr) + "\n...\n" + proc.stderr[-3000:]
     return Recording(load_trace(folder / "t"), json.loads(out.read_text(encoding="utf-8")))
 
 
