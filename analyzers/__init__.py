@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
-from diag.findings import Finding
+from diag.findings.model import Finding
 from diag.trace.run import Trace
 
 Analyzer = Callable[[Trace], list[Finding]]

@@ -18,10 +18,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from diag.causes import recompile_cause
-from diag.findings import Finding
-from diag.frames import label as frame_label
-from diag.guards import condition_text
+from diag.evidence.causes import recompile_cause
+from diag.evidence.frames import label as frame_label
+from diag.findings.model import Finding
+from diag.trace.guards import condition_text
 from diag.trace.run import Frame, Guard, RunData, Trace
 
 from .recompiles import cache_entries, repeated_dimensions
@@ -222,7 +222,8 @@ class _Source:
 
 
 def _sources(run: RunData, frame: Frame) -> list[_Source]:
-    """The guard sources that caused the frame's recompiles (diag.causes), Python-state sources
+    """The guard sources that caused the frame's recompiles (diag.evidence.causes), Python-state
+    sources
     first; each with the values its entries expected (every entry's failure on that source)."""
     found: dict[tuple[str, str], _Source] = {}
     compiled_at = {(c.epoch, c.compile_id): (c.pid, c.request_id, c.step) for c in run.compiles}

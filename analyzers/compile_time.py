@@ -8,7 +8,7 @@ to see cache hits and misses and the cold-against-warm difference (pytorch #1417
 container or a reboot wipes), and `torch.compiler.save_cache_artifacts()` /
 `load_cache_artifacts()` carry it to another machine.
 
-Evidence: `compile_timing` events (diag.compile_metrics' reading of torch's
+Evidence: `compile_timing` events (diag.trace.compile_metrics' reading of torch's
 `compilation_metrics`). Runs without Inductor (aot_eager, eager) get no finding; CUDA graphs
 that `mode="reduce-overhead"` asked for and torch skipped get a warning with torch's reason.
 """
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from diag.findings import Finding
+from diag.findings.model import Finding
 from diag.trace.run import Event, Frame, RunData, Trace
 
 from .common import format_seconds, id_suffix, process_lines

@@ -13,9 +13,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from diag.claims import claim
-from diag.findings import Finding
-from diag.status import TEARDOWN_FIX, is_launcher_report, root_cause, worker_teardown
+from diag.evidence.claims import claim
+from diag.evidence.status import TEARDOWN_FIX, is_launcher_report, root_cause, worker_teardown
+from diag.findings.model import Finding
 from diag.trace.run import Event, RunData, Step, Trace
 
 from .common import id_suffix, process_lines
@@ -160,7 +160,7 @@ _INSIDE = {
 
 def _worker_teardown(run: RunData, message: str) -> tuple[str, str, str, str] | None:
     """(kind, title, fix, evidence) when torchrun's failed rank died of a fault signal after it
-    reached diag's exit hook (diag.status.worker_teardown)."""
+    reached diag's exit hook (diag.evidence.status.worker_teardown)."""
     found = worker_teardown(run, message)
     if found is None:
         return None

@@ -19,8 +19,8 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass
 
-from diag.claims import claim
-from diag.findings import Finding
+from diag.evidence.claims import claim
+from diag.findings.model import Finding
 from diag.trace.run import Compile, Event, Request, RunData, Trace
 
 from .common import format_seconds as _secs

@@ -19,8 +19,8 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 
-from diag.findings import Finding
-from diag.shapes import Sampled, as_compiled, magi_calls, sampled_dims, size_source
+from diag.evidence.shapes import Sampled, as_compiled, magi_calls, sampled_dims, size_source
+from diag.findings.model import Finding
 from diag.trace.run import Event, Frame, RunData, Trace
 
 from .common import id_suffix, process_lines

@@ -18,9 +18,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from diag.claims import claim
-from diag.findings import Finding
-from diag.frames import label as frame_label
+from diag.evidence.claims import claim
+from diag.evidence.frames import label as frame_label
+from diag.findings.model import Finding
 from diag.trace.numerals import parse_int
 from diag.trace.run import Compile, Event, RunData, Trace
 

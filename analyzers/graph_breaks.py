@@ -9,7 +9,7 @@ blocks x passes x steps times per request, one break in the block is paid thousa
 One finding per user location (the line that broke), with Dynamo's reason, how many times it
 was hit and in which frames.
 
-A break inside a library (diag.libraries) is not the person's to remove. When the library
+A break inside a library (diag.evidence.libraries) is not the person's to remove. When the library
 itself wrapped the function in `torch.compiler.disable` (diffusers' group-offload hooks
 `onload_`/`offload_`, on purpose: they move weights outside the graph), the break is by design:
 info, with the library's switch instead of torch's hint "Remove the torch.compiler.disable
@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import re
 
-from diag.claims import claim
-from diag.findings import Finding
-from diag.frames import label as frame_label
-from diag.libraries import DIFFUSERS, Library, library_of, library_path
+from diag.evidence.claims import claim
+from diag.evidence.frames import label as frame_label
+from diag.evidence.libraries import DIFFUSERS, Library, library_of, library_path
+from diag.findings.model import Finding
 from diag.trace.run import Compile, Event, RunData, Trace
 
 ANALYZER = "graph-breaks"

@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from diag.causes import recompile_cause, recompile_claim
-from diag.findings import Finding
-from diag.frames import label as frame_label
-from diag.guards import condition_text
-from diag.libraries import in_torch_shortened
+from diag.evidence.causes import recompile_cause, recompile_claim
+from diag.evidence.frames import label as frame_label
+from diag.evidence.libraries import in_torch_shortened
+from diag.findings.model import Finding
+from diag.trace.guards import condition_text
 from diag.trace.run import Compile, Frame, Guard, RunData, Trace
 
 from .common import id_suffix as _id_suffix
@@ -104,7 +104,8 @@ def churn_compiles(run: RunData) -> dict[int, str]:
 
 def _groups(run: RunData) -> list[_Group]:
     """The (process, frame, source) groups of Python-state guards this analyzer reports: each
-    recompile counts under the guard that caused it (diag.causes), never under a guard another
+    recompile counts under the guard that caused it (diag.evidence.causes), never under a guard
+    another
     entry failed on. A compile refused at the recompile limit compiled nothing: it is
     recompile-limit's. Other entries' failures on the same source are kept as hits: they say
     which values the entries held."""

@@ -10,20 +10,21 @@ often sit in a `finally:` of the pipeline call.
 Calls in warmup are harmless and not reported. Dynamo itself calls gc.collect() while it
 compiles: calls that fall inside a compile of the same process are torch's and not counted.
 
-Whose call it is decides the fix (each event names its caller; diag.libraries says whose code
+Whose call it is decides the fix (each event names its caller; diag.evidence.libraries says whose
+code
 that is). A call in the program's own code: remove it from the request path. A library's call
 (diffusers' `enable_model_cpu_offload()` empties the cache after every request, LightX2V's
 runner when memory runs low) is not the person's to remove: its own finding names the
 library's switch, and under diffusers' model offload it heads the step-0 reloads the offload
-causes (diag.grouping). Events recorded before callers were (no `caller`) count as the
+causes (diag.findings.grouping). Events recorded before callers were (no `caller`) count as the
 program's, and say that the caller is not known.
 """
 
 from __future__ import annotations
 
-from diag.claims import claim
-from diag.findings import Finding
-from diag.libraries import DIFFUSERS, LIGHTX2V, Library, library_of, library_path
+from diag.evidence.claims import claim
+from diag.evidence.libraries import DIFFUSERS, LIGHTX2V, Library, library_of, library_path
+from diag.findings.model import Finding
 from diag.trace.run import Event, RunData, Trace
 
 ANALYZER = "warmup-hygiene"

@@ -6,12 +6,13 @@ often sits behind a Python branch or a library dispatch that Dynamo traces diffe
 ATen ops that inductor then fuses into its own kernels. The model still runs, compiled output is
 close, and the kernel someone tuned silently stops running. The same happens to library kernels:
 SDPA can pick another attention backend under compile. Only a side-by-side of the same step,
-eager and compiled, shows it (diag.regions); the compiled region's time says whether it matters.
+eager and compiled, shows it (diag.evidence.regions); the compiled region's time says whether it
+matters.
 
 Needs a reference run: `diag record --baseline eager`, or `diag analyze DIR --against OTHER`.
 
 Whether the reroute costs time is judged on the region's time per aligned steady profiled step
-(steps that compiled nothing) with diag.stats.compare: medians, a noise band of at least
+(steps that compiled nothing) with diag.evidence.stats.compare: medians, a noise band of at least
 COST_BAND or 3 robust spreads, and "too noisy to judge" when a side has fewer than 2 steps or
 spreads more than ±25%. Means over two CPU steps flipped the demo's fix between "this costs
 time now" and "keep it" from one run to the next. The verdict also sets the severity: only a
@@ -25,9 +26,9 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from diag.findings import Finding
-from diag.regions import KernelStat, RegionComparison, compare_regions
-from diag.stats import FASTER, NOISY, SLOWER, Comparison, compare
+from diag.evidence.regions import KernelStat, RegionComparison, compare_regions
+from diag.evidence.stats import FASTER, NOISY, SLOWER, Comparison, compare
+from diag.findings.model import Finding
 from diag.trace.run import Trace
 
 from .common import format_seconds

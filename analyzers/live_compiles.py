@@ -19,8 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from diag.advice import HOW_TO_MARK
-from diag.causes import (
+from diag.evidence.causes import (
     RecompileCause,
     cause_guard,
     cause_line,
@@ -28,19 +27,20 @@ from diag.causes import (
     recompile_cause,
     recompile_claim,
 )
-from diag.change import change_fix
-from diag.claims import claim
-from diag.findings import Finding
-from diag.frames import label as frame_label
-from diag.guards import (
+from diag.evidence.change import change_fix
+from diag.evidence.claims import claim
+from diag.evidence.frames import label as frame_label
+from diag.evidence.request_names import request_label, request_name
+from diag.findings.advice import HOW_TO_MARK
+from diag.findings.model import Finding
+from diag.findings.rankset import ranks_text
+from diag.trace.guards import (
     condition_text,
     describe_subject,
     explain_stride_guard,
     guard_subject,
     mark_dynamic_hint,
 )
-from diag.rankset import ranks_text
-from diag.request_names import request_label, request_name
 from diag.trace.inflight import CUT_OFF
 from diag.trace.numerals import parse_int
 from diag.trace.run import Compile, Frame, Guard, Request, RunData, Trace

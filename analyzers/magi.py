@@ -29,8 +29,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from diag.findings import Finding
-from diag.spikes import DESCRIPTIONS, EXPLAINED_SHARE, first_use_cause, reserve_growth
+from diag.evidence.spikes import DESCRIPTIONS, EXPLAINED_SHARE, first_use_cause, reserve_growth
+from diag.findings.model import Finding
 from diag.trace.run import Compile, Event, Frame, Request, RunData, Step, Trace
 
 from .common import format_seconds, id_suffix
@@ -472,7 +472,7 @@ def _boundary(trace: Trace, run: RunData, compiles: list[_Compile]) -> list[Find
     targets = sorted({c.name for c in compiles if c.ok})
     if not ops or not targets:
         return []
-    from diag.regions import aligned_profiles
+    from diag.evidence.regions import aligned_profiles
 
     ours, theirs = aligned_profiles(run, reference)
     if not ours or not theirs:
@@ -494,7 +494,7 @@ def _with_region_kernels(trace: Trace, finding: Finding, region: str) -> Finding
     """Add what ran in the region under magi and not in eager (what took the op's place)."""
     from dataclasses import replace
 
-    from diag.regions import compare_regions
+    from diag.evidence.regions import compare_regions
 
     for comparison in compare_regions(trace):
         if comparison.region != region:
@@ -623,7 +623,7 @@ def _step0(run: RunData, compiles: list[_Compile]) -> list[Finding]:
     """Step 0 of a live request at a shape new to its process, when magi has something of its
     own to say about it (its compiles, fast-path compiles, a graph captured per shape, a
     compile_sizes entry). What else made the step slow is read where step0-spike reads it
-    (diag.spikes), so both findings name the same cause; with nothing magi-specific,
+    (diag.evidence.spikes), so both findings name the same cause; with nothing magi-specific,
     step0-spike speaks alone."""
     findings = []
     shapes_seen: set[tuple[int, tuple[int, ...]]] = set()
@@ -709,7 +709,8 @@ def _step0_causes(
     extra: float,
 ) -> tuple[list[str], list[str]]:
     """The magi-specific evidence of a slow step 0, and the causes it names: only those whose
-    measured seconds account for at least half of the extra time (diag.spikes' rule); a cost
+    measured seconds account for at least half of the extra time (diag.evidence.spikes' rule); a
+    cost
     without seconds (a capture per shape) is evidence, not a named cause."""
     end = step0.end_t or step1.start_t
     causes: list[str] = []
@@ -753,7 +754,7 @@ def _step0_causes(
 def _step0_context(run: RunData, request: Request, step0: Step, growth: bool) -> list[str]:
     """What else step 0 held that is not magi's own: torch.compile compiles (a helper between
     magi's blocks), Inductor's autotuning at a kernel's first launch, and (`growth`) the
-    allocator's growth, which diag.spikes words itself when it reads the cause."""
+    allocator's growth, which diag.evidence.spikes words itself when it reads the cause."""
     end = step0.end_t or step0.start_t
     lines: list[str] = []
     magi_code = {

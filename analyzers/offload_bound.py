@@ -3,7 +3,8 @@
 Why: with CPU offload, each block's weights are copied in before the block runs. When the copy
 stream is slower than compute, or a `synchronize()` per swap serialises the two, the step takes
 as long as its copies; compiling the blocks then speeds up the part that was already waiting.
-The breakdown (diag.offload) says how long the GPU copied, computed and sat idle, and so the most
+The breakdown (diag.evidence.offload) says how long the GPU copied, computed and sat idle, and so
+the most
 compiling could still gain in that step.
 
 The fix names the switch of the offload in use when diffusers does it (the `pipeline_offload`
@@ -18,8 +19,8 @@ from __future__ import annotations
 
 from statistics import median
 
-from diag.findings import Finding
-from diag.offload import StepOffload, offload_breakdown
+from diag.evidence.offload import StepOffload, offload_breakdown
+from diag.findings.model import Finding
 from diag.trace.run import Event, RunData, Trace
 
 from .common import format_seconds, id_suffix, process_lines

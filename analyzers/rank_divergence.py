@@ -48,13 +48,13 @@ import statistics
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
-from diag.causes import cause_guard, cause_short, recompile_cause
-from diag.findings import Finding
-from diag.frames import label as frame_label
-from diag.frames import labels as frame_labels
-from diag.guards import condition_text
-from diag.rankset import rank_tags, ranks_text
-from diag.stats import sample
+from diag.evidence.causes import cause_guard, cause_short, recompile_cause
+from diag.evidence.frames import label as frame_label
+from diag.evidence.frames import labels as frame_labels
+from diag.evidence.stats import sample
+from diag.findings.model import Finding
+from diag.findings.rankset import rank_tags, ranks_text
+from diag.trace.guards import condition_text
 from diag.trace.run import Compile, Event, Guard, Process, RunData, Step, Trace
 
 from .common import format_seconds as _secs
@@ -101,7 +101,9 @@ class _Rank:
     rank: int
     process: Process
     offset: int  # added to this process's event times to put them on the shared clock
-    run: RunData | None = None  # its run: recompile causes are read through it (diag.causes)
+    run: RunData | None = (
+        None  # its run: recompile causes are read through it (diag.evidence.causes)
+    )
     steps: dict[StepKey, Step] = field(default_factory=dict)
     order: list[StepKey] = field(default_factory=list)  # by start time
     starts: list[int] = field(default_factory=list)  # of `order`, local clock

@@ -6,22 +6,28 @@ no further compile and no message beyond one log line. Calls that still pass an 
 run that entry compiled, so the service gets slower only on the calls that miss (on the H200
 the reference block went from 25-37 ms compiled steps to 44.5 ms), which no error surfaces.
 Each hit is an error here: the frame, where it happened (phase, request, step), the guards that
-were failing (diag.causes), the cache entries the frame holds, and which calls ran eagerly
-afterwards (diag.fallback: read off the recorder's guard checks, or said to be unknown).
+were failing (diag.evidence.causes), the cache entries the frame holds, and which calls ran eagerly
+afterwards (diag.evidence.fallback: read off the recorder's guard checks, or said to be unknown).
 """
 
 from __future__ import annotations
 
 import statistics
 
-from diag.advice import HOW_TO_MARK
-from diag.causes import RecompileCause, cause_line, cause_short, guard_condition, recompile_cause
-from diag.change import change_fix
-from diag.claims import claim
-from diag.fallback import EagerExtent, eager_extent, spots_text
-from diag.findings import Finding
-from diag.frames import label as frame_label
-from diag.settings import settings_at
+from diag.evidence.causes import (
+    RecompileCause,
+    cause_line,
+    cause_short,
+    guard_condition,
+    recompile_cause,
+)
+from diag.evidence.change import change_fix
+from diag.evidence.claims import claim
+from diag.evidence.fallback import EagerExtent, eager_extent, spots_text
+from diag.evidence.frames import label as frame_label
+from diag.evidence.settings import settings_at
+from diag.findings.advice import HOW_TO_MARK
+from diag.findings.model import Finding
 from diag.trace.run import Compile, Event, Frame, RunData, Step, Trace
 
 from .common import format_seconds as _secs

@@ -24,11 +24,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from diag.advice import HOW_TO_MARK
-from diag.causes import cause_guard, cause_line, cause_short, recompile_cause, recompile_claim
-from diag.findings import Finding
-from diag.frames import run_labels
-from diag.guards import condition_text
+from diag.evidence.causes import (
+    cause_guard,
+    cause_line,
+    cause_short,
+    recompile_cause,
+    recompile_claim,
+)
+from diag.evidence.frames import run_labels
+from diag.findings.advice import HOW_TO_MARK
+from diag.findings.model import Finding
+from diag.trace.guards import condition_text
 from diag.trace.run import Compile, Frame, Guard, Process, RunData, Trace
 
 from .common import format_seconds as _secs
@@ -105,7 +111,8 @@ class RepeatedDimension:
 
 def repeated_dimensions(run: RunData) -> list[RepeatedDimension]:
     """Per process and frame, each (guard kind, source, dimension) that caused
-    REPEATED_SHAPE_RECOMPILES or more recompiles (diag.causes) over at least as many values:
+    REPEATED_SHAPE_RECOMPILES or more recompiles (diag.evidence.causes) over at least as many
+    values:
     a dimension that keeps taking new values and never became dynamic. Two layouts that
     alternate (a transposed view and a contiguous tensor) are two entries, not this."""
     groups: dict[tuple[int, Frame | None, str, str, str | None], RepeatedDimension] = {}

@@ -19,8 +19,8 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterator
 
-from diag.fallback import compiled_count, spots_text, stance_checks, stance_eager_calls
-from diag.findings import Finding
+from diag.evidence.fallback import compiled_count, spots_text, stance_checks, stance_eager_calls
+from diag.findings.model import Finding
 from diag.trace.run import Event, Frame, RunData, Step, Trace
 
 from .common import format_seconds as _secs

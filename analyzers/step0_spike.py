@@ -15,7 +15,8 @@ between with margin on both sides, and the 50 ms floor keeps the jitter of milli
 steady step does not move the baseline; and step 0 must also be slower than every one of them,
 since a steady step as slow as step 0 makes it no first-step cost but noise.
 
-Noise: step 0 must also stand NOISE_SIGMAS robust spreads (diag.stats, from the MAD) above the
+Noise: step 0 must also stand NOISE_SIGMAS robust spreads (diag.evidence.stats, from the MAD) above
+the
 baseline's median. A cause the trace shows (a compile, allocator growth, the profiler) is
 evidence of its own; a spike with no such cause is a warning only when the host's noise cannot
 explain it: the process was on the CPU for at least CPU_SHARE of step 0's extra wall time
@@ -35,7 +36,7 @@ live request with fewer than MIN_BASELINE other steps cannot be judged: one INFO
 says which.
 
 Attribution: compiles inside step 0, when their summed seconds are at least half the excess;
-CUDA graphs recorded for the new size; otherwise the first-use cost diag.spikes reads
+CUDA graphs recorded for the new size; otherwise the first-use cost diag.evidence.spikes reads
 (`first_use_cause`: step 0's profile op by op against steady profiled steps, cuDNN or cuBLAS
 plans, autotuning, allocator, offload reloads, NCCL; without a profile, allocator growth inside
 the step and an offloaded model's reload); else unknown, with what the evidence shows (and the
@@ -52,12 +53,11 @@ import bisect
 import statistics
 from dataclasses import dataclass
 
-from diag.causes import cause_short, recompile_cause
-from diag.claims import claim
-from diag.findings import Finding
-from diag.frames import label as frame_label
-from diag.request_names import request_name
-from diag.spikes import (
+from diag.evidence.causes import cause_short, recompile_cause
+from diag.evidence.claims import claim
+from diag.evidence.frames import label as frame_label
+from diag.evidence.request_names import request_name
+from diag.evidence.spikes import (
     DESCRIPTIONS,
     FACTOR,
     FIXES,
@@ -66,7 +66,8 @@ from diag.spikes import (
     first_use_cause,
     is_spike,
 )
-from diag.stats import NOISE_SIGMAS, Sample, sample
+from diag.evidence.stats import NOISE_SIGMAS, Sample, sample
+from diag.findings.model import Finding
 from diag.trace.run import Compile, Event, Request, RunData, Step, Trace
 
 from .common import format_seconds as _secs

@@ -22,8 +22,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from diag.claims import claim
-from diag.findings import Finding
+from diag.evidence.claims import claim
+from diag.findings.model import Finding
 from diag.trace.run import Compile, Event, Frame, RunData, Trace
 
 from .common import format_seconds, id_suffix, process_lines

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from diag.findings import Finding
+from diag.findings.model import Finding
 from diag.trace.run import RunData, Trace
 
 from .common import format_seconds

@@ -156,7 +156,7 @@ def _explain_torch_trace(row: Row) -> None:
 
 
 def _diag_kineto(path: Path) -> dict[str, Any]:
-    from diag.offload import breakdown, union_s
+    from diag.evidence.offload import breakdown, union_s
     from diag.trace.kineto import read_kineto
     from diag.trace.profiles import profiles_from_kineto
 
@@ -211,7 +211,7 @@ def _hta(path: Path) -> dict[str, Any]:
                 except Exception as exc:  # HTA's own limits (no GPU kernels, no streams)
                     idle = None
                     del exc
-    from diag.offload import union_s
+    from diag.evidence.offload import union_s
 
     # Both spellings: 2021 traces say Kernel and Memcpy (HTA keeps the category as written).
     kernels = frame[frame["cat"].isin([symbols.get(c, -9) for c in ("kernel", "Kernel")])]

@@ -53,7 +53,7 @@ try:
 except DiagError as exc:
     error = exc.message
 try:
-    from diag.inputs import input_warnings
+    from diag.trace.inputs import input_warnings
     skipped = f"; {len(input_warnings(data.trace))} SKIPPED line(s) on the overview"
 except ImportError:  # before issue 22: no reader warnings
     skipped = ""

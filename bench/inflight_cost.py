@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from diag.trace.run import load_trace
+from diag.trace.load import load_trace
 
 FRAME = {"name": "block_runner", "file": "/srv/transformer_infer.py", "line": 21}
 

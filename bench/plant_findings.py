@@ -123,7 +123,7 @@ def record_and_analyze(plant: str, args: argparse.Namespace, gpu: str | None) ->
 def profile_window_cost(folder: Path) -> dict[str, float] | None:
     """Median profiled vs unprofiled steady live step of the compiled run (steps >= 1)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from diag.trace.run import load_trace
+    from diag.trace.load import load_trace
 
     run = load_trace(folder).compiled
     if run is None:

@@ -1,4 +1,5 @@
-"""Findings per analyzer at many ranks, before and after diag.rank_merge, and what merging costs.
+"""Findings per analyzer at many ranks, before and after diag.findings.rank_merge, and what merging
+costs.
 
 Trace directories made by bench/ranks.py's replication of the real two-rank H200 NCCL recording
 (tests/data/h200/record-ranks-nccl; event files only): every rank recompiles live as source
@@ -23,7 +24,7 @@ from collections import Counter
 from pathlib import Path
 from types import ModuleType
 
-from diag.findings import Finding
+from diag.findings.model import Finding
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = ROOT / "tests" / "data" / "h200" / "record-ranks-nccl"
@@ -46,10 +47,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--ranks", type=int, nargs="+", default=[64, 512])
     args = parser.parse_args()
-    from diag.analysis import analyze
     from diag.analyzers import run_analyzers
-    from diag.rank_merge import merge_rank_findings, world_sizes
-    from diag.trace.run import load_trace
+    from diag.findings.analysis import analyze
+    from diag.findings.rank_merge import merge_rank_findings, world_sizes
+    from diag.trace.load import load_trace
 
     print(f"source {SOURCE.relative_to(ROOT)}; load average {os.getloadavg()[0]:.2f}")
     for ranks in args.ranks:

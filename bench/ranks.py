@@ -222,8 +222,8 @@ PROFILE_CHILD = r"""
 import json, sys, time
 from pathlib import Path
 t0 = time.perf_counter()
-from diag.trace.run import load_trace
-from diag.analysis import preload_profiles
+from diag.trace.load import load_trace
+from diag.findings.analysis import preload_profiles
 from diag.analyzers import REGISTRY, get_analyzer
 t1 = time.perf_counter()
 trace = load_trace(Path(sys.argv[1]))

@@ -109,9 +109,9 @@ def synthesize(target: Path, steps: int, seed: int = 0) -> dict[str, int]:
 def measure(trace_dir: Path, limits: object | None) -> tuple[float, float, float, int]:
     """(report MB, seconds to load and analyze, seconds to draw and assemble, aggregation
     notes in the report)."""
-    from diag.analysis import analyze
-    from diag.inputs import open_input
+    from diag.findings.analysis import analyze
     from diag.report.build import build_report
+    from diag.trace.inputs import open_input
 
     start = time.perf_counter()
     trace = open_input(trace_dir)

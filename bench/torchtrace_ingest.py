@@ -205,7 +205,7 @@ DIAG_CHILD = r"""
 import json, sys, time
 start = time.perf_counter()
 from pathlib import Path
-from diag.inputs import open_input
+from diag.trace.inputs import open_input
 imported = time.perf_counter()
 trace = open_input(torch_trace=Path(sys.argv[1]))
 done = time.perf_counter()

@@ -2,7 +2,7 @@
 
 A handler on `torch.__trace` (as collectors/compiles.py) reads each `compilation_metrics` record
 and its `_runtime` twin (autotuning and CUDA-graph capture done at the first call) through
-diag.compile_metrics, so recorded runs and imported logs read alike.
+diag.trace.compile_metrics, so recorded runs and imported logs read alike.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from diag.compile_metrics import breakdown
+from diag.trace.compile_metrics import breakdown
 
 from .structured import listen
 

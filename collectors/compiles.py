@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from diag.guards import (
+from diag.trace.guards import (
     guard_tree_locations,
     guard_tree_tensors,
     guard_tree_values,
@@ -153,7 +153,7 @@ class CompileCollector:
             # The compiled entry's guard tree: where in user code each guarded source is read,
             # which a recompile reason on that source (a dict's length) does not say.
             # Its TENSOR_MATCH guards say which tensors the entry was compiled for: at a later
-            # recompile they tell the entry that could have served the call (diag.causes).
+            # recompile they tell the entry that could have served the call (diag.evidence.causes).
             payload = getattr(record, "payload", None)
             if not isinstance(payload, str):
                 return

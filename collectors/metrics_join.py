@@ -4,7 +4,7 @@ A server that already exposes Prometheus metrics (LightX2V's `--metric_port`) is
 its fleet as it is; its registry is where diag's counters are seen with no new scrape target.
 When the program imports `prometheus_client` (diag never imports it), a collector is
 registered in its default `REGISTRY`. At each scrape it reads the lines this process appended
-to its own event file since the last scrape (diag/live_metrics.py: the same counters, by the
+to its own event file since the last scrape (diag/live/metrics.py: the same counters, by the
 same rules, as `--metrics-port`) and yields them, names prefixed `diag_`. Any failure, at
 registration or at a scrape, leaves the program's own metrics as they were: the collector then
 yields nothing.
@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from diag.live_metrics import METRICS, EventTail, LiveCounters
+from diag.live.metrics import METRICS, EventTail, LiveCounters
 from diag.trace.format import EVENTS_FILE
 
 if TYPE_CHECKING:

@@ -47,7 +47,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from diag.profilespec import ProfileSpec, parse_profile_spec
+from diag.record.profilespec import ProfileSpec, parse_profile_spec
 from diag.trace.format import KINETO_DIR, safe_name
 
 from .kineto_export import WindowExporter, WindowSkipped, save_json

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from diag import __version__
-from diag.processes import process_start_ticks
 from diag.trace.events import EventWriter
 from diag.trace.format import (
     ENV_MAX_SIZE,
@@ -34,6 +33,7 @@ from diag.trace.format import (
     process_dir_name,
     run_dir,
 )
+from diag.trace.processes import process_start_ticks
 
 from .hooks import INSTALL, Hooks
 

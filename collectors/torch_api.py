@@ -10,7 +10,7 @@ guess. The differences known, each checked in a venv of that release (docs/COMPA
 - Cache entries (`_debug_get_cache_entry_list`) carry `compile_id` only on newer releases;
   their guards are checked with `guard_manager.check(f_locals)`.
 - Tensor guard failures name a frame's local `L['x']` on torch 2.6 and 2.7, `x` later
-  (diag/guards.py reads both as `x`).
+  (diag/trace/guards.py reads both as `x`).
 - torch's structured-log intern table (file names in stacks) lives in
   `torch._logging.structured.INTERN_TABLE`.
 

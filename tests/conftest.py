@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from diag.trace.run import Trace, load_trace
+from diag.trace.load import load_trace
+from diag.trace.run import Trace
 
 # A shell's background job (`cmd &` with no job control) starts with SIGINT ignored, and every
 # process it starts inherits that. diag record keeps an ignored signal ignored, as it should, so

@@ -8,14 +8,14 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from diag.analysis import analyze
 from diag.check import run_check
 from diag.check.policy import Policy
 from diag.check.render import verdict_text
 from diag.errors import EXIT_INTERNAL, DiagError
-from diag.findings import findings_to_text
-from diag.inputs import input_warnings, open_input
-from diag.status import assess
+from diag.evidence.status import assess
+from diag.findings.analysis import analyze
+from diag.findings.text import findings_to_text
+from diag.trace.inputs import input_warnings, open_input
 from tests.fuzz_corpus import ConfusedTrace
 
 PROCESS = "pid420"

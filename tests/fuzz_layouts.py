@@ -89,8 +89,8 @@ def sample(seed: int, count: int) -> list[Layout]:
 def warmed_base(folder: Path) -> Path:
     """A copy of the base recording with its window cache written (copied with its mtimes, so
     each layout's copy reads the cache instead of parsing the windows again)."""
-    from diag.analysis import analyze
-    from diag.inputs import open_input
+    from diag.findings.analysis import analyze
+    from diag.trace.inputs import open_input
 
     base = folder / "base"
     if not base.exists():
@@ -186,11 +186,11 @@ def run_layout(layout: Layout, base: Path, folder: Path, report: bool = False) -
     from analyze, check and diag.open). Raises AssertionError or the exception a face raised:
     the bug being hunted."""
     import diag
-    from diag.analysis import analyze
     from diag.check import run_check
     from diag.check.policy import Policy
-    from diag.inputs import input_warnings, open_input
+    from diag.findings.analysis import analyze
     from diag.perfetto import export_perfetto
+    from diag.trace.inputs import input_warnings, open_input
 
     trace_dir, outside = make(layout, base, folder)
     before = snapshot(outside)

@@ -17,9 +17,9 @@ from textual.widgets import Footer, Input, ProgressBar, Static, TabbedContent, T
 from textual.worker import get_current_worker
 
 from diag.errors import DiagError
-from diag.printable import printable
 from diag.trace import parallel
 from diag.trace.format import RUNS_DIR
+from diag.trace.printable import printable
 
 from .cache import CacheView
 from .cells import Text

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from diag.frames import label as frame_label
-from diag.rankset import ranks_text
+from diag.evidence.frames import label as frame_label
+from diag.findings.rankset import ranks_text
 from diag.trace.run import Frame, RunData
 
 from .cells import Text, lines, shape, text
@@ -25,7 +25,7 @@ class CacheInfo:
     # (pid, request id, step, entries) at each step end where the count changed
     history: list[tuple[int, str | None, int | None, int]] = field(default_factory=list)
     shapes: list[str] = field(default_factory=list)
-    name: str = ""  # unique in the run: name, or name@dir/file.py:line (diag.frames)
+    name: str = ""  # unique in the run: name, or name@dir/file.py:line (diag.evidence.frames)
     #: pid -> rank when the run has many ranks (rank_groups.GROUP_RANKS): history by rank.
     ranks: dict[int, int] = field(default_factory=dict)
 

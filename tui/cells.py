@@ -5,7 +5,7 @@ markup in plain `str` cells and labels, so a guard text like `[bold red]x[/]` or
 would be interpreted. Every such string goes through `text()`, which builds a Rich `Text`
 (never parsed as markup). And a trace string may hold terminal escapes (`\x1b[2J` blanks the
 screen) that Rich passes on: every module of the UI builds its Text from `Text` below, whose
-content goes through diag.printable, so control characters show escaped.
+content goes through diag.trace.printable, so control characters show escaped.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from typing import Any
 from rich import text as rich_text
 from rich.style import Style
 
-from diag.printable import printable
+from diag.trace.printable import printable
 
 
 class Text(rich_text.Text):
-    """Rich's Text, its characters always printable (diag.printable escapes the others)."""
+    """Rich's Text, its characters always printable (diag.trace.printable escapes the others)."""
 
     def __init__(self, text: str = "", *args: Any, **kwargs: Any) -> None:
         super().__init__(printable(text), *args, **kwargs)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from diag.cudagraph_counts import count_text, graphs_by_compile
-from diag.shapes import sampled_dims, size_source
+from diag.evidence.shapes import sampled_dims, size_source
+from diag.trace.cudagraph_counts import count_text, graphs_by_compile
 from diag.trace.run import Compile, Event, RunData
 
 from .cells import Text, seconds

@@ -11,9 +11,9 @@ import statistics
 from dataclasses import dataclass
 from dataclasses import field as dataclass_field
 
-from diag.frames import label as frame_label
-from diag.rankset import ranks_text
-from diag.request_names import request_label, request_name
+from diag.evidence.frames import label as frame_label
+from diag.evidence.request_names import request_label, request_name
+from diag.findings.rankset import ranks_text
 from diag.trace.run import Compile, RunData
 
 from .cells import Text, field, lines, seconds, text
@@ -35,7 +35,7 @@ class CompileInfo:
     run: str
     item: Compile
     process: str = ""  # `rank1` (or `proc0`) when the run has several processes
-    frame: str = "?"  # unique in the run: name, or name@dir/file.py:line (diag.frames)
+    frame: str = "?"  # unique in the run: name, or name@dir/file.py:line (diag.evidence.frames)
     source: RunData | None = None  # the run it belongs to: its timing and dims events
     rank: int | None = None
     #: A group's row (the same compile on many ranks): the ranks' own; `item` is the slowest's.
@@ -43,7 +43,7 @@ class CompileInfo:
 
 
 def _request(info: CompileInfo) -> str:
-    """The compile's request as every view names it (diag.request_names)."""
+    """The compile's request as every view names it (diag.evidence.request_names)."""
     item = info.item
     if item.request_id is None:
         return ""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from diag.libraries import library_of
+from diag.evidence.libraries import library_of
 from diag.trace.run import Event
 
 from .cells import seconds

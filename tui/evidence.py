@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from diag.findings import Finding
+from diag.findings.model import Finding
 
 from .filtering import quote
 

@@ -1,7 +1,8 @@
 """Kernels: per compiled region, the kernels of the reference run (eager baseline or
 `--against`) beside the compiled run's, with the regions whose kernels diverge marked.
 
-Reads diag.regions' RegionComparison objects (attributes only, so this module does not import
+Reads diag.evidence.regions' RegionComparison objects (attributes only, so this module does not
+import
 the kernel-level code and the UI works on a diag without it).
 """
 

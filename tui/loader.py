@@ -6,7 +6,8 @@ profiled steps into copies, syncs and compute, compares kernels per compiled reg
 reference run, and runs the kernel analyzers. Both are plain functions of the trace directory
 (no Textual), run by the app in a worker thread and reporting through `progress`.
 
-The kernel-level modules (diag.trace.profiles, diag.offload, diag.regions) are imported when
+The kernel-level modules (diag.trace.profiles, diag.evidence.offload, diag.evidence.regions) are
+imported when
 stage two runs, so stage one (and the first paint) never pays for them.
 """
 
@@ -20,14 +21,15 @@ from types import ModuleType
 from typing import TYPE_CHECKING
 
 from diag.errors import DiagError
-from diag.findings import Finding, sort_findings
-from diag.grouping import group_findings
-from diag.rank_merge import merge_rank_findings, world_sizes
-from diag.trace.run import Trace, load_trace
+from diag.findings.grouping import group_findings
+from diag.findings.model import Finding, sort_findings
+from diag.findings.rank_merge import merge_rank_findings, world_sizes
+from diag.trace.load import load_trace
+from diag.trace.run import Trace
 
 if TYPE_CHECKING:
-    from diag.offload import StepOffload
-    from diag.regions import RegionComparison
+    from diag.evidence.offload import StepOffload
+    from diag.evidence.regions import RegionComparison
 
 #: (what is happening, fraction done or None when unknown)
 Progress = Callable[[str, float | None], None]
@@ -89,8 +91,8 @@ def load_kernels(data: TraceData, progress: Progress = _no_progress) -> KernelDa
     """Stage two: profiles, offload breakdown and region comparison; kernel findings are added
     to `data.findings`. Returns what it could, with a note when a part is unavailable."""
     # Imported here: stage one (and the first paint) never pays for the Kineto readers.
-    from diag.offload import offload_breakdown
-    from diag.regions import compare_regions
+    from diag.evidence.offload import offload_breakdown
+    from diag.evidence.regions import compare_regions
     from diag.trace.profiles import step_profiles
 
     trace = data.trace

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.message import Message
 
-from diag.findings import Finding
+from diag.findings.model import Finding
 
 
 class OpenEvidence(Message):

@@ -1,7 +1,7 @@
 """Offload: per profiled step, where the step's time went (compute, copies, syncs, idle).
 
 A step is offload-bound when copies and syncs dominate it: compiling more cannot help there,
-and `gain` is the most compiling could save (the compute share). Reads diag.offload's
+and `gain` is the most compiling could save (the compute share). Reads diag.evidence.offload's
 StepOffload objects by attribute.
 """
 

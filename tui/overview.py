@@ -12,10 +12,10 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from diag.findings import SEVERITIES, Finding
-from diag.inputs import input_warnings
-from diag.paths import shown_location
-from diag.status import assess
+from diag.evidence.status import assess
+from diag.findings.model import SEVERITIES, Finding
+from diag.trace.inputs import input_warnings
+from diag.trace.paths import shown_location
 from diag.trace.run import RunData, Trace
 
 from .cells import Text, field, lines, seconds, text
@@ -138,7 +138,7 @@ class FindingsView(TableView):
 
 
 def _grouped_title(finding: Finding) -> str:
-    """A group's headline shows its count; its echoes show they are one (diag.grouping)."""
+    """A group's headline shows its count; its echoes show they are one (diag.findings.grouping)."""
     if finding.related:
         return f"[+{len(finding.related)} related] {finding.title}"
     if finding.group:
@@ -174,7 +174,7 @@ def metadata(trace: Trace, findings: list[Finding] | None) -> Text:
     head = field("trace", trace.path)
     head.append("   status: ", style="bold")
     head.append(str(manifest.get("status")))
-    visibility = assess(trace)  # what diag could not see comes first (diag/status.py)
+    visibility = assess(trace)  # what diag could not see comes first (diag/evidence/status.py)
     notices: list[Text | str] = (
         [Text(f"recording: {visibility.status.detail}", style="bold red")]
         if not visibility.status.complete

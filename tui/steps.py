@@ -12,9 +12,9 @@ from pathlib import Path
 
 from textual.app import ComposeResult
 
+from diag.evidence.request_names import request_label, request_name
+from diag.findings.rankset import ranks_text
 from diag.perfetto.hint import step_line
-from diag.rankset import ranks_text
-from diag.request_names import request_label, request_name
 from diag.trace.run import Compile, Event, RunData, Step
 
 from .cells import Text, lines, seconds, shape, size, text, yes
@@ -36,7 +36,8 @@ class StepInfo:
     rank: int | None = None
     #: A group's row (many ranks, one step): the ranks' own steps; `step` is the slowest's.
     members: list[StepInfo] = field(default_factory=list)
-    #: The request as every view names it: `r5`, or `r5 (task ...)` (diag.request_names), and
+    #: The request as every view names it: `r5`, or `r5 (task ...)` (diag.evidence.request_names),
+    #: and
     #: the program's own name alone (filtered as `task:`).
     request: str = ""
     task: str = ""

@@ -3,7 +3,8 @@ produce, each with a planted live recompile of that kind and the vocabulary's fi
 
 A section is `def run_<family>(fixed, seed)`: it compiles its own function, warms it up, calls
 `serve_start()`, then serves; with `fixed` it applies the fix diag prints for that kind
-(diag/guard_vocabulary.py, the fix whose `verified_by` names the family). The program records
+(diag/trace/guard_vocabulary.py, the fix whose `verified_by` names the family). The program
+records
 torch's own guard failures (`torch._dynamo.utils.guard_failures`, the oracle) per section and
 the serving outputs, and never imports diag.
 
@@ -706,7 +707,7 @@ def run_kinds(
 
 def score(work: Path, families: list[KindFamily], record: bool = True) -> list[KindResult]:
     """Each family's claims, confirmed and fix verified, from a run folder of run_kinds."""
-    from diag.guards import guard_check
+    from diag.trace.guards import guard_check
 
     got: dict[str, Any] = json.loads((work / "planted.json").read_text(encoding="utf-8"))
     repaired: dict[str, Any] = json.loads((work / "fixed.json").read_text(encoding="utf-8"))

@@ -339,7 +339,7 @@ class DiffusersAdapter:
     def _offload_event(self, pipe: Any) -> None:
         """How the pipeline offloads its models (once per pipeline, at its first call): with
         `enable_model_cpu_offload()` each request moves the models back to the GPU at their
-        first use, which a step-0 spike's cause is read off (diag.spikes)."""
+        first use, which a step-0 spike's cause is read off (diag.evidence.spikes)."""
         hooks = getattr(pipe, "_all_hooks", None)
         group = False
         streams: set[bool] = set()

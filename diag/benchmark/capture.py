@@ -135,7 +135,7 @@ def _copy_terminal_settings(source_fd: int, pty_fd: int) -> None:
 
 
 class TeeOutput:
-    """An OutputCapture for diag.launcher: one per recording."""
+    """An OutputCapture for diag.record.launcher: one per recording."""
 
     def __init__(self) -> None:
         self._streams: list[_Stream] = []

@@ -8,7 +8,7 @@ from typing import Any
 from diag.benchmark.tables import WINDOWS, BenchTables, shape_name
 from diag.benchmark.validity import flaws, unchecked
 from diag.check.render import clean
-from diag.stats import Interval
+from diag.evidence.stats import Interval
 
 
 def ms(value: float | None) -> str:

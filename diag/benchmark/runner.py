@@ -2,7 +2,8 @@
 
 Interleaving spreads slow drifts of the machine (another job, thermal state, a filling cache)
 over all configurations instead of handing them to whichever ran last. Each trial is a full
-`diag record` (diag.launcher.record, in process) with the program's output passed through and a
+`diag record` (diag.record.launcher.record, in process) with the program's output passed through
+and a
 copy kept in its trace (diag.benchmark.capture). Reused recordings are copied in (events,
 manifest, captured output; no Kineto windows) so the bench directory stands alone.
 """
@@ -71,7 +72,7 @@ def run_bench(
     manifest: BenchManifest, profile: str, quiet: bool, warmup_requests: int | None = None
 ) -> BenchManifest:
     """Record or copy every trial in order; bench.json is rewritten after each."""
-    from diag.launcher import LaunchError, RecordOptions, record
+    from diag.record.launcher import LaunchError, RecordOptions, record
 
     commands = {c.name: c.command for c in manifest.configs}
     manifest.write()
@@ -132,7 +133,7 @@ def run_bench(
 
 
 def _finish_entry(entry: TrialEntry, trace: Path) -> None:
-    from diag.trace.run import read_manifest
+    from diag.trace.load import read_manifest
 
     data = read_manifest(trace)
     entry.status = str(data.get("status") or "unknown")

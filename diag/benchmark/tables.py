@@ -17,7 +17,7 @@ from typing import Any
 from diag.benchmark.program_clock import CLOCK_GPU, CLOCK_PROGRAM, CLOCK_WALL
 from diag.benchmark.trial import Shape, TimedStep, Trial
 from diag.benchmark.validity import Flaw, flaws, unchecked, window_steps
-from diag.stats import (
+from diag.evidence.stats import (
     SLOWER,
     Interval,
     compare,

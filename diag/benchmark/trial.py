@@ -12,9 +12,10 @@ from pathlib import Path
 from diag.benchmark.capture import read_output
 from diag.benchmark.program_clock import Alignment, align, parse_infer_main
 from diag.errors import DiagError
-from diag.own_pauses import StepKey, paid_steps
+from diag.evidence.own_pauses import StepKey, paid_steps
 from diag.trace.format import STATUS_COMPLETE
-from diag.trace.run import Compile, Event, Process, RunData, Step, load_trace
+from diag.trace.load import load_trace
+from diag.trace.run import Compile, Event, Process, RunData, Step
 
 Shape = tuple[int, ...] | None
 
@@ -37,7 +38,8 @@ class TimedStep:
     cpu_s: float | None = None  # the process's CPU time in the step
     host_load: float | None = None  # runnable tasks per CPU when it ended
     #: Seconds of diag's own pauses (a profiler window's stop) a program's timer holds in this
-    #: step (diag/own_pauses.py): such a step is left out of every figure, as a profiled one.
+    #: step (diag/evidence/own_pauses.py): such a step is left out of every figure, as a profiled
+    #: one.
     diag_pause_s: float = 0.0
 
     @property

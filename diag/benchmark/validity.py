@@ -2,7 +2,7 @@
 
 The window of a trial is its live steps from step `start` on (diag counts steps from 0), left
 out: profiled steps (they pay the profiler) and steps that hold a window's stop on the program's
-own timer (diag/own_pauses.py). Where a cost lands decides what counts:
+own timer (diag/evidence/own_pauses.py). Where a cost lands decides what counts:
 
 - a compile (Dynamo or MagiCompiler, a fast-path compile of a new size), a CUDA-graph recording
   or an autotuning run costs the step it runs in: flagged when it runs in a measured step;

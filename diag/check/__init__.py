@@ -15,8 +15,9 @@ from diag.check.policy import Policy
 from diag.check.rules import trace_rules
 from diag.check.verdict import Verdict
 from diag.errors import DiagError
-from diag.inputs import input_warnings
-from diag.trace.run import Trace, load_trace
+from diag.trace.inputs import input_warnings
+from diag.trace.load import load_trace
+from diag.trace.run import Trace
 
 
 def load_checked(path: Path, what: str = "trace") -> Trace:

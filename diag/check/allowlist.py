@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from diag.check.policy import AllowEntry
-from diag.findings import Finding
+from diag.findings.model import Finding
 from diag.trace.run import Compile, Guard
 
 

@@ -6,7 +6,8 @@ shape), cache entries per frame, and steady-state step time by medians: live ste
 each request's step 0 (which pays first-call costs) and profiled steps (which pay the
 profiler's), GPU time when both recordings have it for every such step, else host wall time.
 Steps are compared per request shape (a larger shape is slower by right; shapes only one side
-served are left out) with diag.stats.compare: the tolerance is the least noise band, widened
+served are left out) with diag.evidence.stats.compare: the tolerance is the least noise band,
+widened
 when a side's steps spread more, and a side that spreads more than ±25% around its median (a
 recording made during a load spike) is not judged at all: the rule is skipped and says why.
 """
@@ -27,7 +28,7 @@ from diag.check.text import (
     where,
 )
 from diag.check.verdict import FAIL, SKIP, Allowed, RuleResult, Violation
-from diag.stats import SLOWER, Comparison, compare
+from diag.evidence.stats import SLOWER, Comparison, compare
 from diag.trace.run import Compile, Guard, RunData, Step, Trace
 
 _NUMBER = re.compile(r"\d+")

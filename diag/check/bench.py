@@ -25,7 +25,7 @@ from diag.benchmark.tables import WINDOWS, BenchTables, PairRow, shape_name
 from diag.check.policy import Policy
 from diag.check.verdict import FAIL, SKIP, RuleResult, Violation
 from diag.errors import DiagError
-from diag.stats import reduction_interval
+from diag.evidence.stats import reduction_interval
 
 
 def bench_rules(bench_dir: Path, policy: Policy) -> list[RuleResult]:

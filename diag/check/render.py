@@ -13,9 +13,9 @@ import secrets
 from typing import Any
 
 from diag.check.verdict import SKIP, RuleResult, Verdict, Violation
-from diag.printable import annotation as annotation_text
-from diag.printable import one_line
 from diag.trace.numerals import parse_int
+from diag.trace.printable import annotation as annotation_text
+from diag.trace.printable import one_line
 
 #: Enough to act on; the JSON and JUnit forms keep everything.
 SHOWN_VIOLATIONS = 10

@@ -16,7 +16,6 @@ from __future__ import annotations
 import importlib
 from collections import Counter
 
-from diag.causes import cause_guard, cause_short, recompile_cause
 from diag.check.allowlist import Allowlist, Subject, compiles_subject, finding_subject
 from diag.check.policy import Policy
 from diag.check.text import (
@@ -28,16 +27,17 @@ from diag.check.text import (
     trace_cwd,
     where,
 )
-from diag.check.verdict import FAIL, Allowed, RuleResult, Violation
+from diag.check.verdict import FAIL, Allowed, RuleResult, Violation, merge_rank_violations
 from diag.errors import EXIT_INTERNAL, DiagError
-from diag.findings import Finding
-from diag.frames import label as frame_label
-from diag.paths import shown_location
-from diag.rank_merge import merge_rank_findings, merge_rank_violations, world_sizes
-from diag.request_names import request_name
-from diag.status import bootstrap_errors, teardown_notice, truncated_notice
+from diag.evidence.causes import cause_guard, cause_short, recompile_cause
+from diag.evidence.frames import label as frame_label
+from diag.evidence.request_names import request_name
+from diag.evidence.status import bootstrap_errors, teardown_notice, truncated_notice
+from diag.findings.model import Finding
+from diag.findings.rank_merge import merge_rank_findings, world_sizes
 from diag.trace.format import STATUS_COMPLETE
 from diag.trace.inflight import CUT_OFF
+from diag.trace.paths import shown_location
 from diag.trace.run import Compile, Frame, RunData, Trace
 
 LIVE_COMPILE = "live-compile"
@@ -229,7 +229,7 @@ def live_compile_rule(trace: Trace, policy: Policy, allow: Allowlist) -> RuleRes
             by_run.setdefault(label, []).append((violation, rank))
         worlds = world_sizes(trace)
         for label, ranked in by_run.items():
-            # 63 ranks that recompiled alike: one violation naming them (diag.rank_merge).
+            # 63 ranks that recompiled alike: one violation naming them (diag.findings.rank_merge).
             result.violations.extend(merge_rank_violations(ranked, worlds.get(label)))
     return result
 

@@ -1,4 +1,4 @@
-"""How the check words trace facts: frame locations (diag.paths' rule), guard lines,
+"""How the check words trace facts: frame locations (diag.trace.paths' rule), guard lines,
 positions. Shared by the rules and the baseline comparison so they read alike."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from collections.abc import Iterable
 
 import msgspec
 
-from diag.frames import label as frame_label
-from diag.guards import condition_text, full_user_location
-from diag.paths import shown_location, shown_path
+from diag.evidence.frames import label as frame_label
+from diag.trace.guards import condition_text, full_user_location
+from diag.trace.paths import shown_location, shown_path
 from diag.trace.run import Compile, Frame, Guard, RunData, Trace
 
 _SITE = "site-packages/"
@@ -29,7 +29,7 @@ def relative(path: str, cwd: str | None) -> str:
 
 
 def frame_location(frame: Frame | None, cwd: str | None) -> str | None:
-    """Where a person (or a CI annotation) finds the frame: diag.paths' one rule for paths."""
+    """Where a person (or a CI annotation) finds the frame: diag.trace.paths' one rule for paths."""
     if frame is None or not frame.file:
         return None
     file = shown_path(frame.file, cwd)
@@ -63,7 +63,7 @@ def shared_names(frames: Iterable[Frame | None]) -> set[Frame]:
 
 
 def frame_name(run: RunData, item: Compile) -> str:
-    """The frame as findings name it: unique in the run (diag.frames)."""
+    """The frame as findings name it: unique in the run (diag.evidence.frames)."""
     return frame_label(run, item.frame)
 
 
@@ -74,7 +74,7 @@ def guard_text(guard: Guard) -> str:
 
 
 def guard_line(guard: Guard, recorded_cwd: str | None = None) -> str:
-    """The guard as check lines quote it, its user line with the whole path (diag.paths)."""
+    """The guard as check lines quote it, its user line with the whole path (diag.trace.paths)."""
     if guard.user_location:
         where = full_user_location(guard.user_location, guard.raw) or guard.user_location
         guard = msgspec.structs.replace(guard, user_location=shown_location(where, recorded_cwd))

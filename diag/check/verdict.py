@@ -6,7 +6,10 @@ both so that every output format shows the very same verdict.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
+
+from diag.findings.rank_merge import Entry, merge_entries
 
 PASS = "pass"
 FAIL = "fail"
@@ -52,7 +55,7 @@ class Verdict:
     baseline: str | None
     rules: list[RuleResult]
     unused_allow: list[str] = field(default_factory=list)  # entries that matched nothing
-    #: What reading the trace (and the baseline) skipped, one line each (diag.inputs).
+    #: What reading the trace (and the baseline) skipped, one line each (diag.trace.inputs).
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -62,3 +65,19 @@ class Verdict:
     @property
     def failed_rules(self) -> list[RuleResult]:
         return [rule for rule in self.rules if rule.failed]
+
+
+def merge_rank_violations(
+    items: list[tuple[Violation, int | None]], world: int | None
+) -> list[Violation]:
+    """`diag check`'s violations of one run, each with its process's rank (None: no rank),
+    those alike on several ranks merged into one that names them."""
+    entries = [Entry(rank, (v.location, v.key), v.message, v.evidence) for v, rank in items]
+    out = []
+    for merged in merge_entries(entries, world):
+        head = items[merged.indexes[0]][0]
+        if len(merged.indexes) == 1:
+            out.append(head)
+        else:
+            out.append(dataclasses.replace(head, message=merged.title, evidence=merged.evidence))
+    return out

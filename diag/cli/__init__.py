@@ -14,7 +14,7 @@ from typing import Protocol
 
 from diag import __version__
 from diag.errors import EXIT_INTERNAL, EXIT_USAGE, DiagError
-from diag.printable import printable
+from diag.trace.printable import printable
 
 
 class Command(Protocol):

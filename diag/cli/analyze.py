@@ -1,5 +1,5 @@
 """Analyze a trace directory: findings as text (default) or documented JSON (docs/FINDINGS.md),
-headed by how the recording ended and what diag could not see in it (diag.status)."""
+headed by how the recording ended and what diag could not see in it (diag.evidence.status)."""
 
 from __future__ import annotations
 
@@ -60,12 +60,13 @@ class AnalyzeCommand:
         )
 
     def run(self, args: argparse.Namespace) -> int:
-        from diag.analysis import analyze, analyzer_names, check_names
-        from diag.colors import use_color
-        from diag.findings import findings_to_json, findings_to_text
-        from diag.inputs import input_warnings, open_input
-        from diag.printable import print_warnings, printable
-        from diag.status import assess, status_lines
+        from diag.evidence.status import assess, status_lines
+        from diag.findings.analysis import analyze, analyzer_names, check_names
+        from diag.findings.colors import use_color
+        from diag.findings.model import findings_to_json
+        from diag.findings.text import findings_to_text
+        from diag.trace.inputs import input_warnings, open_input
+        from diag.trace.printable import print_warnings, printable
 
         if args.list:
             print("\n".join(analyzer_names()))

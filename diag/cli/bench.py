@@ -93,7 +93,7 @@ class BenchCommand:
         from diag.benchmark.runner import plan, prepare_dir, run_bench
         from diag.benchmark.spec import check_specs, parse_config
         from diag.errors import DiagError
-        from diag.profilespec import ProfileSpecError, parse_profile_spec
+        from diag.record.profilespec import ProfileSpecError, parse_profile_spec
 
         if args.bench is not None:
             if args.config:

@@ -66,7 +66,7 @@ class CheckCommand:
         from diag.check.junit import write_junit
         from diag.check.policy import find_policy
         from diag.check.render import verdict_github, verdict_json, verdict_text
-        from diag.printable import print_warnings
+        from diag.trace.printable import print_warnings
 
         policy = find_policy(args.policy, Path.cwd())
         verdict = run_check(args.trace, policy, args.baseline, args.bench)

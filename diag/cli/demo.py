@@ -34,10 +34,10 @@ class DemoCommand:
         parser.add_argument("--model", default="wan", choices=["wan", "qwen", "ltx"])
 
     def run(self, args: argparse.Namespace) -> int:
-        from diag.analysis import analyze_trace
-        from diag.findings import findings_to_text
-        from diag.launcher import RecordOptions, record
-        from diag.summary import summarize
+        from diag.findings.analysis import analyze_trace
+        from diag.findings.text import findings_to_text
+        from diag.record.launcher import RecordOptions, record
+        from diag.record.summary import summarize
 
         plants = args.plant or ["unwarmed-shape", "guard-churn", "routing"]
         command = [
@@ -74,10 +74,10 @@ class DemoCommand:
         for summary in summarize(trace_dir):
             for line in summary.lines():
                 print(f"  {line}", file=sys.stderr)
-        from diag.colors import use_color
-        from diag.invocation import diag_command
-        from diag.status import assess
-        from diag.trace.run import load_trace
+        from diag.cli.invocation import diag_command
+        from diag.evidence.status import assess
+        from diag.findings.colors import use_color
+        from diag.trace.load import load_trace
 
         findings = analyze_trace(trace_dir)
         color = use_color(sys.stdout)

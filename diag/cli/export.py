@@ -39,16 +39,16 @@ class ExportCommand:
 
     def run(self, args: argparse.Namespace) -> int:
         from diag.errors import DiagError
-        from diag.inputs import open_input
         from diag.perfetto import export_perfetto
+        from diag.trace.inputs import open_input
 
         if args.perfetto.is_dir():  # refuse before the slow part
             raise DiagError(f"{args.perfetto}: is a directory; give a file name (OUT.json.gz)")
         trace = open_input(args.trace, torch_trace=args.torch_trace, kineto=args.kineto)
         done = export_perfetto(trace, args.perfetto, kineto=not args.no_kineto)
         # A window that could not be read is skipped, as analyze, check and report skip it.
-        from diag.inputs import input_warnings
-        from diag.printable import print_warnings
+        from diag.trace.inputs import input_warnings
+        from diag.trace.printable import print_warnings
 
         print_warnings(input_warnings(trace))
         size = done.output.stat().st_size / 1e6

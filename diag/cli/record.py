@@ -136,10 +136,10 @@ class RecordCommand:
         parser.add_argument("command", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
 
     def run(self, args: argparse.Namespace) -> int:
-        from diag.launcher import LaunchError, RecordOptions, record
-        from diag.output import default_output
-        from diag.profilespec import ProfileSpecError, parse_profile_spec
-        from diag.summary import summarize
+        from diag.record.launcher import LaunchError, RecordOptions, record
+        from diag.record.output import default_output
+        from diag.record.profilespec import ProfileSpecError, parse_profile_spec
+        from diag.record.summary import summarize
 
         command = list(args.command)
         if command and command[0] == "--":
@@ -175,7 +175,7 @@ class RecordCommand:
             os.environ[ENV_METRICS_JOIN] = "1"  # the child's environment is a copy of ours
         metrics = None
         if args.metrics_port is not None:
-            from diag.metrics_server import start_metrics
+            from diag.live.server import start_metrics
 
             metrics, where = start_metrics(output, args.metrics_host, args.metrics_port)
             print(f"diag: {where}", file=sys.stderr, flush=True)
@@ -228,7 +228,7 @@ class RecordCommand:
             print("  (no eager baseline: the command did not complete)", file=err)
         elif args.baseline and len(outcomes) == 1 and first.truncated is not None:
             print("  (no eager baseline: the recording of the command stopped early)", file=err)
-        from diag.invocation import diag_command
+        from diag.cli.invocation import diag_command
 
         diag = diag_command()
         print(

@@ -37,11 +37,11 @@ class ReportCommand:
         )
 
     def run(self, args: argparse.Namespace) -> int:
-        from diag.analysis import analyze
         from diag.errors import DiagError
-        from diag.inputs import input_warnings, open_input
-        from diag.printable import print_warnings
+        from diag.findings.analysis import analyze
         from diag.report.build import build_report, default_output, write_report
+        from diag.trace.inputs import input_warnings, open_input
+        from diag.trace.printable import print_warnings
 
         output: Path = args.output or default_output(args.trace)
         if output.is_dir():  # refuse before the slow part

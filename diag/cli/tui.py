@@ -17,7 +17,7 @@ from diag.errors import DiagError
 def check_trace_dir(path: Path) -> None:
     """Raise DiagError (exit 2) unless `path` is a readable diag trace holding a run."""
     from diag.trace.format import RUNS_DIR
-    from diag.trace.run import read_manifest
+    from diag.trace.load import read_manifest
 
     read_manifest(path)
     runs = path / RUNS_DIR

@@ -46,9 +46,9 @@ class WarmupPlanCommand:
     def run(self, args: argparse.Namespace) -> int:
         import json
 
-        from diag.trace.run import load_trace
-        from diag.warmup_forms import render
-        from diag.warmup_plan import plan_warmup
+        from diag.trace.load import load_trace
+        from diag.warmup.forms import render
+        from diag.warmup.plan import plan_warmup
 
         _split(args)
         traces = [load_trace(path) for path in args.traces]
@@ -56,7 +56,7 @@ class WarmupPlanCommand:
         if args.verify is None:
             print(render(plan, "json" if args.json else args.form, args.vae_stride))
             return 0
-        from diag.warmup_verify import verify
+        from diag.warmup.verify import verify
 
         command = list(args.verify)
         output = args.output or Path(f"{str(args.traces[0]).rstrip('/')}-verify")
@@ -128,8 +128,8 @@ def _split(args: argparse.Namespace) -> None:
 
 def _explanations(traces: list[Trace]) -> dict[str, dict[str, str]]:
     """trace path -> compile id -> the finding that explains it (the analyzers' own words)."""
-    from diag.analysis import analyze
-    from diag.warmup_plan import EXPLAINERS
+    from diag.findings.analysis import analyze
+    from diag.warmup.plan import EXPLAINERS
 
     found: dict[str, dict[str, str]] = {}
     for trace in traces:

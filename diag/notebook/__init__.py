@@ -6,8 +6,9 @@
     t.findings_frame()                  # the findings of `diag analyze`
     t.steps.groupby(["phase", "shape"]).wall_s.median()
 
-Everything is read by the reader and views the CLI uses (diag.inputs, diag.trace.run,
-diag.trace.profiles, diag.regions, diag.offload, diag.analysis), so a frame's numbers are the
+Everything is read by the reader and views the CLI uses (diag.trace.inputs, diag.trace.run,
+diag.trace.profiles, diag.evidence.regions, diag.evidence.offload, diag.findings.analysis), so a
+frame's numbers are the
 ones `diag analyze`, the TUI and the report print. Each frame is built on first use and kept;
 pandas is imported then, never by `import diag`. Columns, dtypes and units: docs/API.md
 (diag.notebook.columns holds them in code).
@@ -21,12 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from diag.errors import EXIT_INTERNAL, DiagError
-from diag.findings import Finding
+from diag.evidence.status import Visibility
+from diag.findings.model import Finding
 from diag.notebook import columns
 from diag.notebook.frame import to_frame
-from diag.printable import one_line
-from diag.status import Visibility
 from diag.trace.format import MANIFEST
+from diag.trace.printable import one_line
 from diag.trace.run import Trace
 
 #: A pandas DataFrame (pandas ships no type information for mypy).
@@ -63,7 +64,7 @@ def _open(where: Path, kind: str, against: str | Path | None) -> TraceFrames:
     chosen = _kind(where) if kind == "auto" else kind
     if chosen not in KINDS[1:]:
         raise DiagError(f"kind {kind!r}: choose from {', '.join(KINDS)}")
-    from diag.inputs import open_input
+    from diag.trace.inputs import open_input
 
     other = Path(against) if against is not None else None
     if chosen == "torch-trace":
@@ -104,23 +105,23 @@ class TraceFrames:
     def status(self) -> Visibility:
         """How the recording ended and what diag could not see (`.status.detail`,
         `.notices`), as `diag analyze` prints first; `.as_dict()` is its JSON."""
-        from diag.status import assess
+        from diag.evidence.status import assess
 
         return assess(self.trace)
 
     @cached_property
     def warnings(self) -> list[str]:
         """What the reader skipped or could not see in an imported input, one line each."""
-        from diag.inputs import input_warnings
+        from diag.trace.inputs import input_warnings
 
         return input_warnings(self.trace)
 
     @cached_property
     def findings(self) -> list[Finding]:
-        """The findings of `diag analyze` (diag.findings.Finding objects), sorted as it
+        """The findings of `diag analyze` (diag.findings.model.Finding objects), sorted as it
         prints them."""
-        from diag.analysis import analyze
-        from diag.findings import sort_findings
+        from diag.findings.analysis import analyze
+        from diag.findings.model import sort_findings
 
         return sort_findings(analyze(self.trace))
 
@@ -207,7 +208,7 @@ class TraceFrames:
 
     def offload(self) -> DataFrame:
         """Per profiled GPU step: copy, compute, sync and idle time, and whether it is
-        offload-bound (diag.offload, the offload-bound analyzer's figures)."""
+        offload-bound (diag.evidence.offload, the offload-bound analyzer's figures)."""
         from diag.notebook.profile_rows import offload_rows
 
         return to_frame(offload_rows(self.trace), columns.OFFLOAD)

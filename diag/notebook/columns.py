@@ -79,7 +79,7 @@ REQUESTS = (
     Column("compile_s", FLOAT, "seconds of those compiles"),
 )
 
-#: Seconds by phase, as torch nests them (diag/compile_metrics.py): they do not add up.
+#: Seconds by phase, as torch nests them (diag/trace/compile_metrics.py): they do not add up.
 COMPILE_PHASES = (
     "total_s",
     "dynamo_s",
@@ -174,7 +174,7 @@ KERNELS = (
     Column("step", INT, "and step index"),
     Column("kind", TEXT, "kernel, memcpy or memset"),
     Column("name", TEXT, "the kernel's name"),
-    Column("category", TEXT, "custom, library, inductor, aten or copy (diag.regions)"),
+    Column("category", TEXT, "custom, library, inductor, aten or copy (diag.evidence.regions)"),
     Column("region", TEXT, "the compiled region around its launch (diag.region marker); <NA>"),
     Column("call", INT, "which call of the region in the step (the #n of the marker)"),
     Column("op", TEXT, "the innermost CPU op open at the launch"),
@@ -193,7 +193,7 @@ CPU_OPS = (
     Column("step", INT, "and step index"),
     Column("kind", TEXT, "cpu_op (CPU-only traces have no kernels: their ops stand in)"),
     Column("name", TEXT, "the op's name (aten::mm, a custom op)"),
-    Column("category", TEXT, "custom, aten or framework (diag.regions.op_kind)"),
+    Column("category", TEXT, "custom, aten or framework (diag.evidence.regions.op_kind)"),
     Column("region", TEXT, "the compiled region around it; <NA> outside one"),
     Column("thread", INT, "the thread id it ran on"),
     Column("ts_us", FLOAT, "start on the Kineto trace's own clock (µs)"),
@@ -230,7 +230,11 @@ OFFLOAD = (
     ),
     Column("sync_s", FLOAT, "CPU time blocked in stream/device/event syncs"),
     Column("idle_s", FLOAT, "GPU idle inside the step's GPU window"),
-    Column("bound", FLAG, "offload-bound as diag.offload judges it (the offload-bound finding)"),
+    Column(
+        "bound",
+        FLAG,
+        "offload-bound as diag.evidence.offload judges it (the offload-bound finding)",
+    ),
     Column("max_gain_s", FLOAT, "the most a faster compute could save: copies bound the rest"),
 )
 

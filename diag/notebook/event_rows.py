@@ -10,11 +10,11 @@ from collections.abc import Iterator
 from dataclasses import asdict
 from typing import Any
 
-from diag.causes import recompile_cause
-from diag.compile_metrics import compile_timings
-from diag.findings import Finding, sort_findings
-from diag.guards import condition_text
-from diag.request_names import clean_label
+from diag.evidence.causes import recompile_cause
+from diag.evidence.request_names import clean_label
+from diag.findings.model import Finding, sort_findings
+from diag.trace.compile_metrics import compile_timings
+from diag.trace.guards import condition_text
 from diag.trace.run import Compile, Process, RunData, Trace
 
 _MEMORY = ("allocated", "reserved", "max_allocated")
@@ -203,7 +203,8 @@ def guard_failure_rows(trace: Trace) -> Iterator[dict[str, Any]]:
                     "epoch": item.epoch,
                     "frame": item.frame.name if item.frame else None,
                     "entry": guard.compile_id,
-                    # diag's cause of the recompile is this entry's failure (diag.causes: the
+                    # diag's cause of the recompile is this entry's failure (diag.evidence.causes:
+                    # the
                     # entry that could have served the call); False on every row when undecided.
                     "cause": cause_entry is not None and cause_entry == guard.compile_id,
                     "kind": guard.kind,

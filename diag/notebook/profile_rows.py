@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from pathlib import PurePosixPath
 from typing import Any
 
-from diag.offload import offload_breakdown
-from diag.regions import kernel_kind, op_kind
+from diag.evidence.offload import offload_breakdown
+from diag.evidence.regions import kernel_kind, op_kind
 from diag.trace.profiles import StepProfile, step_profiles
 from diag.trace.run import RunData, Trace
 

@@ -7,7 +7,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from diag.findings import Finding
+from diag.findings.model import Finding
 
 PERFETTO_UI = "ui.perfetto.dev"
 

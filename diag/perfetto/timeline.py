@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from diag.compile_metrics import compile_timings
 from diag.errors import DiagError
-from diag.guards import condition_text
+from diag.evidence.request_names import request_name, request_thread
 from diag.perfetto.tracks import Instant, ProcessTracks, Slice, Track
-from diag.request_names import request_name, request_thread
+from diag.trace.compile_metrics import compile_timings
+from diag.trace.guards import condition_text
 from diag.trace.run import Compile, Event, Process, RunData, Trace
 
 #: Track order within a process: diag's own rows first, then CPU threads, then GPU streams.

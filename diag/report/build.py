@@ -11,13 +11,13 @@ from typing import Any
 
 from diag import __version__
 from diag.errors import DiagError
-from diag.findings import Finding
-from diag.inputs import input_warnings
+from diag.evidence.status import assess
+from diag.findings.model import Finding
 from diag.perfetto.hint import PERFETTO_UI, export_command
 from diag.report.html import Header, Section, render_page
 from diag.report.plot import Limits
 from diag.report.sections import build_sections
-from diag.status import assess
+from diag.trace.inputs import input_warnings
 from diag.trace.run import Trace
 
 
@@ -82,7 +82,7 @@ def _header(trace: Trace, hta_asked: bool, hta_used: bool) -> Header:
     if manifest.get("command"):
         facts.append(("command", _text(manifest.get("command"))))
     facts.append(("status", _text(manifest.get("status")) or "unknown"))
-    visibility = assess(trace)  # what diag could not see comes first (diag/status.py)
+    visibility = assess(trace)  # what diag could not see comes first (diag/evidence/status.py)
     if not visibility.status.complete:
         facts.append(("recording", visibility.status.detail))
     facts.extend(("not seen", f"{n.message}. How: {n.how}") for n in visibility.notices)

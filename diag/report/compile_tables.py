@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from diag.cudagraph_counts import graphs_by_compile
-from diag.frames import label as frame_label
+from diag.evidence.frames import label as frame_label
+from diag.evidence.shapes import sampled_dims, size_source
 from diag.report.escape import html_text
-from diag.shapes import sampled_dims, size_source
+from diag.trace.cudagraph_counts import graphs_by_compile
 from diag.trace.run import Compile, Event, Frame, RunData
 
 _PHASES = (

@@ -11,6 +11,7 @@ from collections import defaultdict
 
 import plotly.graph_objects as go  # type: ignore[import-untyped]
 
+from diag.evidence.request_names import request_name
 from diag.report.escape import hover, plot_text
 from diag.report.plot import (
     Figure,
@@ -24,7 +25,6 @@ from diag.report.plot import (
     run_origin,
     seconds,
 )
-from diag.request_names import request_name
 from diag.trace.run import Compile, Frame, RunData, Step
 
 PHASE_COLOURS = {"warmup": "#9aa8d8", "live": "#1f5fa8"}

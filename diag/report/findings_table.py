@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from diag.findings import SEVERITIES, Finding, sort_findings
-from diag.paths import shown_location
+from diag.findings.model import SEVERITIES, Finding, sort_findings
 from diag.perfetto.hint import finding_step
 from diag.perfetto.timeline import step_name
 from diag.report.escape import html_inline, html_text
+from diag.trace.paths import shown_location
 
 
 def findings_table(
@@ -18,7 +18,7 @@ def findings_table(
     `full` are shown whole, the next `listed` by title only, and the page says so.
     """
     counts = ", ".join(f"{sum(1 for f in findings if f.severity == s)} {s}" for s in SEVERITIES)
-    if not findings and not all_clear:  # diag.status: something was not seen
+    if not findings and not all_clear:  # diag.evidence.status: something was not seen
         return (
             '<p class="counts">No findings in what was recorded, which is not an all-clear: '
             "see what was not seen in the header.</p>"
@@ -79,7 +79,8 @@ def _row(finding: Finding) -> str:
 
 
 def _group_line(finding: Finding) -> str:
-    """One root cause, one headline (diag.grouping): the headline counts its related findings,
+    """One root cause, one headline (diag.findings.grouping): the headline counts its related
+    findings,
     each of those names its headline."""
     if finding.related:
         ids = ", ".join(f"<code>{html_text(i)}</code>" for i in finding.related)

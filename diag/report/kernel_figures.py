@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import plotly.graph_objects as go  # type: ignore[import-untyped]
 
-from diag.offload import StepOffload
-from diag.regions import KernelStat, RegionComparison
+from diag.evidence.offload import StepOffload
+from diag.evidence.regions import KernelStat, RegionComparison
 from diag.report.escape import LABEL_CHARS, hover, html_text, plot_text, shorten
 from diag.report.plot import Limits, Plot, log_axis, ms, ms_text, new_figure
 

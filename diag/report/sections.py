@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from diag.findings import Finding
+from diag.evidence.status import assess
+from diag.findings.model import Finding
 from diag.report.findings_table import findings_table
 from diag.report.html import Section
 from diag.report.plot import Limits
-from diag.status import assess
 from diag.trace.run import RunData, Trace
 
 
@@ -169,7 +169,7 @@ def _cache(section: Section, run: RunData, limits: Limits) -> None:
 
 
 def _regions(section: Section, trace: Trace, limits: Limits) -> None:
-    from diag.regions import compare_regions
+    from diag.evidence.regions import compare_regions
     from diag.report.kernel_figures import region_comparison
 
     reference = trace.reference
@@ -189,7 +189,7 @@ def _regions(section: Section, trace: Trace, limits: Limits) -> None:
 
 
 def _offload(section: Section, run: RunData, limits: Limits) -> None:
-    from diag.offload import offload_breakdown
+    from diag.evidence.offload import offload_breakdown
     from diag.report.kernel_figures import offload_chart
 
     drawn = offload_chart(offload_breakdown(run), limits)

@@ -7,7 +7,7 @@ without this module a compile cut off by a shutdown would vanish, its recompile 
 once by the loader (diag.trace.run) after every event file of a run is read, it adds:
 
 - each `compile_start` with no `compile_end` as a Compile of result `cut-off`: the guards of its
-  `recompile` event (diag.causes decides its cause as for any recompile), its frame (from
+  `recompile` event (diag.evidence.causes decides its cause as for any recompile), its frame (from
   `compile_start`, else an earlier compile of the same Dynamo frame) and position (from
   `compile_start`; older traces: its recompile's, or the step open at its start), and as
   `duration_s` the time from its start to the process's last event, a lower bound;
@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from diag.summary import decode_event
 from diag.trace.confine import OutsideTrace, open_regular
 from diag.trace.format import EVENTS_FILE
+from diag.trace.lines import decode_event
 from diag.trace.run import Compile, Frame, Guard, Process, RunData
 
 #: The result of a compile that started and never ended (docs/FORMAT.md).

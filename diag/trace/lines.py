@@ -24,7 +24,8 @@ from typing import Any, Union
 import msgspec
 
 from diag.trace import jsontext
-from diag.trace.confine import open_regular
+from diag.trace.confine import MAX_NOTES_BYTES, OutsideTrace, open_regular, read_small
+from diag.trace.format import BOOTSTRAP_ERRORS
 from diag.trace.schema import SCHEMAS, EventBase, Nanos
 
 #: A line longer than this is corrupt (the longest diag writes are tens of KB: an 8 KiB fail
@@ -249,3 +250,44 @@ def decode_object(raw: bytes) -> dict[str, Any] | str:
 def _reason(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     return text[:160] if text else type(exc).__name__
+
+
+def iter_events(path: Path) -> Iterator[dict[str, Any]]:
+    """Each event of a JSONL event file as the dict written, when it is valid against its
+    kind's schema (diag.trace.schema); a torn or corrupt line is skipped."""
+    try:
+        handle = open_regular(path, follow=False)  # a FIFO or a link is not an event file
+    except (OSError, OutsideTrace):
+        return
+    with handle:
+        for line in handle:
+            event = decode_event(line)
+            if event is not None:
+                yield event
+
+
+def decode_event(line: bytes) -> dict[str, Any] | None:
+    """One event line as the dict written, or None for a torn or corrupt line."""
+    event = decode_object(line)
+    if isinstance(event, str):
+        return None
+    schema = SCHEMAS.get(str(event.get("ev")))
+    try:
+        if schema is not None:
+            msgspec.convert(event, schema, strict=True)
+    except (msgspec.ValidationError, RecursionError):
+        return None
+    return event
+
+
+def read_notes(run_path: Path, root: Path | None = None) -> list[str]:
+    """The lines of a run's bootstrap-errors.txt (none when absent), read only when it is a
+    regular file inside the trace (diag.trace.confine)."""
+    path = run_path / BOOTSTRAP_ERRORS
+    if not path.exists():
+        return []
+    try:
+        text = read_small(root or run_path, path, MAX_NOTES_BYTES, BOOTSTRAP_ERRORS)
+    except OutsideTrace:
+        return []
+    return [line for line in text.decode("utf-8", "replace").splitlines() if line.strip()]

@@ -6,7 +6,7 @@ and the parent merges what comes back in file order, so the Run model is the sam
 read's (tests/unit/test_parallel_load.py compares them field by field).
 
 What crosses from a worker, pickled by multiprocessing: for an event file, the partial
-RunData the serial reader builds (`run._load_process` on a fresh run); for a Kineto window,
+RunData the serial reader builds (`load._load_process` on a fresh run); for a Kineto window,
 its step profiles (the window parsed and cut by diag.trace.profiles.cut_window, only the
 records inside its steps: a compact summary of the file). The files are untrusted, but no
 byte of them is unpickled: the worker parses them (JSON, gzip) into objects of diag's own
@@ -116,11 +116,12 @@ def should_read_events_in_parallel(paths: Sequence[Path]) -> bool:
 
 def _read_events(path: str, label: str, status: str | None, folder: str) -> Any:
     """In a worker: one process's event file, read by the serial reader into a fresh run."""
-    from diag.trace import run as model
+    from diag.trace import load
+    from diag.trace.run import RunData
 
-    part = model.RunData(label, Path(folder), status)
-    with model._collector_paused():
-        model._load_process(part, Path(path))
+    part = RunData(label, Path(folder), status)
+    with load._collector_paused():
+        load._load_process(part, Path(path))
     return part
 
 

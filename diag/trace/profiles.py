@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from diag.errors import DiagError
-from diag.progress import ProgressCallback
 from diag.trace.confine import MAX_WINDOW_BYTES, OutsideTrace, inside
+from diag.trace.progress import ProgressCallback
 from diag.trace.run import Event, Process, RunData, Step
 
 REGION_PREFIX = "diag.region:"
@@ -256,7 +256,7 @@ def cut_window(
 
     # GPU work belongs to the step that launched it, however late it ran. Work with no launch
     # record in a trace that has launches was launched before the profiler started: it
-    # belongs to no step here (HTA drops it too); diag.inputs.kineto_notices counts it.
+    # belongs to no step here (HTA drops it too); diag.trace.inputs.kineto_notices counts it.
     launched = any(a.launch_ts >= 0 for a in trace.activities)
     for activity in trace.activities:
         if activity.launch_ts < 0 and launched:

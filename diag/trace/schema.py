@@ -161,7 +161,8 @@ class CompileEnd(Positioned, tag="compile_end"):
 
 
 class Guard(Struct, gc=False):
-    """One failing guard of a recompile, as diag.guards parsed it (the raw text always kept).
+    """One failing guard of a recompile, as diag.trace.guards parsed it (the raw text always
+    kept).
 
     Also the Run model's guard (diag.trace.run re-exports it): recompile events decode straight
     into guards, since a trace with 10 000 recompiles holds tens of thousands of them."""
@@ -179,13 +180,13 @@ class Guard(Struct, gc=False):
         # Dynamo's module aliases (`G['__import_a_dot_b']`) read as the module path (`a.b`) in
         # every title, fix and id; `raw` keeps torch's text.
         if self.source is not None and "__import_" in self.source:
-            from diag.guards import readable_source
+            from diag.trace.guards import readable_source
 
             self.source = readable_source(self.source)
 
     def describe(self, condition: str, located: str = " at ") -> str:
         """`kind on source: condition (expected E, actual A) at file:line`, as reports quote a
-        guard; `condition` is the text to show (e.g. diag.guards.condition_text(raw))."""
+        guard; `condition` is the text to show (e.g. diag.trace.guards.condition_text(raw))."""
         line = f"{self.kind} on {self.source or '?'}: {condition}"
         if self.expected is not None and "expected" not in condition:
             line += f" (expected {self.expected}"
@@ -572,7 +573,7 @@ class ManifestRun(Struct, gc=False):
 
 class Manifest(Struct, gc=False):
     """manifest.json's fields as readers use them (docs/FORMAT.md); `format` and `version` are
-    checked first, by diag.trace.run.read_manifest, so that a foreign file is named as such."""
+    checked first, by diag.trace.load.read_manifest, so that a foreign file is named as such."""
 
     format: str
     version: int

@@ -765,8 +765,12 @@ class _ProcessBuilder:
             )
         elif name == _GUARD_TREE:
             # As the recorder's guard_sources event: per entry, what it was compiled for
-            # (diag.causes reads which entry could have served a recompiling call).
-            from diag.guards import guard_tree_locations, guard_tree_tensors, guard_tree_values
+            # (diag.evidence.causes reads which entry could have served a recompiling call).
+            from diag.trace.guards import (
+                guard_tree_locations,
+                guard_tree_tensors,
+                guard_tree_values,
+            )
 
             compile_id = _envelope_id(meta)
             self._new_epoch_if_seen(compile_id)
@@ -984,7 +988,7 @@ class _ProcessBuilder:
 def _guards(payload: str) -> list[Guard]:
     # Imported here: its many patterns take milliseconds to compile, and a log without
     # recompiles never needs them.
-    from diag.guards import parse_recompile_reasons
+    from diag.trace.guards import parse_recompile_reasons
 
     return [
         Guard(g.kind, g.source, g.expected, g.actual, g.user_location, g.raw, g.compile_id)

@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from diag.trace.run import Trace, load_trace
+from diag.trace.load import load_trace
+from diag.trace.run import Trace
 
 
 def write_trace(folder: Path, events: list[dict[str, Any]]) -> Trace:

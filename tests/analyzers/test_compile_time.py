@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from diag.analyzers.compile_time import analyze
-from diag.findings import Finding
-from diag.trace.run import load_trace
+from diag.findings.model import Finding
+from diag.trace.load import load_trace
 from tests.integration.support import PYTHON, diag_record
 
 PROGRAM = textwrap.dedent(

@@ -20,11 +20,12 @@ import pytest
 
 from diag.analyzers import get_analyzer, run_analyzers
 from diag.analyzers.cudagraphs import analyze
-from diag.findings import Finding
+from diag.findings.grouping import group_findings
+from diag.findings.model import Finding
 from diag.fixtures.config import ConfigError, FixtureConfig
 from diag.fixtures.ground_truth import cudagraph_expectation
-from diag.grouping import group_findings
-from diag.trace.run import Trace, load_trace
+from diag.trace.load import load_trace
+from diag.trace.run import Trace
 from tests.h200data import h200_trace
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "h200"

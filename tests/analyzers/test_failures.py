@@ -20,8 +20,9 @@ from diag.analyzers import REGISTRY, get_analyzer
 from diag.analyzers.failures import user_line
 from diag.collectors.crash import MAX_MESSAGE, describe
 from diag.collectors.userframes import innermost_user_frame, is_user_file
-from diag.findings import Finding
-from diag.trace.run import Trace, load_trace
+from diag.findings.model import Finding
+from diag.trace.load import load_trace
+from diag.trace.run import Trace
 from diag.trace.torchtrace import load_torch_trace
 
 from ..h200data import h200_trace

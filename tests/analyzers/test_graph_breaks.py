@@ -11,8 +11,9 @@ import pytest
 
 from diag.analyzers import get_analyzer
 from diag.analyzers.graph_breaks import analyze, reason_of, skipped_frame
-from diag.findings import Finding
-from diag.trace.run import Trace, load_trace
+from diag.findings.model import Finding
+from diag.trace.load import load_trace
+from diag.trace.run import Trace
 from tests.analyzers.support import write_trace
 from tests.integration.support import PYTHON, diag_record
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from diag.analyzers import run_analyzers
-from diag.trace.run import load_trace
+from diag.trace.load import load_trace
 
 H200 = Path(__file__).resolve().parent.parent / "data" / "h200"
 
@@ -91,7 +91,7 @@ def test_magi_loop_steps_are_denoising_iterations() -> None:
 
 
 def test_magi_loop_causes_agree_and_say_what_was_inferred(tmp_path: Path) -> None:
-    from diag.status import assess
+    from diag.evidence.status import assess
 
     trace = load_trace(_copy("magi-loop", tmp_path))
     findings = run_analyzers(trace, ["step0-spike", "magi-compile", "dynamic-shapes"])

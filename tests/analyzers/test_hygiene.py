@@ -11,7 +11,8 @@ from pathlib import Path
 from diag.analyzers import get_analyzer
 from diag.analyzers.hygiene import analyze
 from diag.fixtures.ground_truth import expectation
-from diag.trace.run import Trace, load_trace
+from diag.trace.load import load_trace
+from diag.trace.run import Trace
 from tests.integration.support import PYTHON, diag_record
 
 RecordFixture = Callable[..., Trace]

@@ -19,9 +19,10 @@ from pathlib import Path
 import diffusers.utils.torch_utils
 import pytest
 
-from diag.analysis import analyze
 from diag.analyzers.hygiene import analyze as hygiene
-from diag.trace.run import Trace, load_trace
+from diag.findings.analysis import analyze
+from diag.trace.load import load_trace
+from diag.trace.run import Trace
 from tests.analyzers.support import write_trace
 from tests.h200data import h200_trace
 from tests.integration.support import PYTHON, diag_record

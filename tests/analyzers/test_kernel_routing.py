@@ -10,9 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from diag.analysis import analyze
-from diag.regions import compare_regions, kernel_kind
-from diag.trace.run import load_trace
+from diag.evidence.regions import compare_regions, kernel_kind
+from diag.findings.analysis import analyze
+from diag.trace.load import load_trace
 from tests.conftest import RecordFixture
 from tests.h200data import h200_file, h200_trace
 

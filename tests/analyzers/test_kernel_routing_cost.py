@@ -1,7 +1,8 @@
 """kernel-routing's cost verdict: medians of the region's time over aligned steady steps, a
 noise band, and "too noisy to judge" rather than a guess.
 
-The comparisons are built by hand (diag.regions.RegionComparison, the analyzer's input) because
+The comparisons are built by hand (diag.evidence.regions.RegionComparison, the analyzer's input)
+because
 the cases are about numbers a real CPU run cannot hold still: one step spread wide, one side with
 a single step. The H200 recording checks the same verdict on real kernel times.
 """
@@ -10,11 +11,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from diag.analysis import analyze
 from diag.analyzers.kernel_routing import COST_BAND, _missing, cost, severity
-from diag.regions import KernelStat, RegionComparison
-from diag.stats import FASTER, NOISY, SAME, SLOWER
-from diag.trace.run import load_trace
+from diag.evidence.regions import KernelStat, RegionComparison
+from diag.evidence.stats import FASTER, NOISY, SAME, SLOWER
+from diag.findings.analysis import analyze
+from diag.trace.load import load_trace
 from tests.h200data import h200_trace
 
 

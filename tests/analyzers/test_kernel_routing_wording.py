@@ -2,7 +2,8 @@
 the missing kernel's ops, the finding names the fused kernels the work moved into (those the
 reference did not run, longest first), or says the work moved into kernels both sides ran.
 
-The comparisons are built by hand (diag.regions.RegionComparison, the analyzer's input): a real
+The comparisons are built by hand (diag.evidence.regions.RegionComparison, the analyzer's input): a
+real
 run's fused kernel carries the op's name (`..._rsqrt_...`), so real traces match. The trace they
 are reported on is the committed H200 routing recording."""
 
@@ -12,8 +13,8 @@ import dataclasses
 from pathlib import Path
 
 from diag.analyzers.kernel_routing import _missing
-from diag.regions import KernelStat, RegionComparison
-from diag.trace.run import load_trace
+from diag.evidence.regions import KernelStat, RegionComparison
+from diag.trace.load import load_trace
 from tests.h200data import h200_trace
 
 RMS = KernelStat("_rms_norm_fwd_kernel", "custom", 96, 0.0005)

@@ -15,9 +15,10 @@ from pathlib import Path
 
 from diag.analyzers import get_analyzer
 from diag.analyzers.live_compiles import analyze
-from diag.findings import Finding
+from diag.findings.model import Finding
 from diag.fixtures.ground_truth import BLOCK_FILE, BLOCK_FRAME, expectation
-from diag.trace.run import Trace, load_trace
+from diag.trace.load import load_trace
+from diag.trace.run import Trace
 from tests.fixture_lines import fixture_line
 
 RecordFixture = Callable[..., Trace]

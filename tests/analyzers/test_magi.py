@@ -22,9 +22,10 @@ import torch
 from diag.analyzers import get_analyzer, run_analyzers
 from diag.analyzers.magi import analyze, magi_owned_failure
 from diag.collectors.magi import _explain
-from diag.findings import Finding
+from diag.findings.model import Finding
 from diag.fixtures.ground_truth import magi_expectation
-from diag.trace.run import Trace, load_trace
+from diag.trace.load import load_trace
+from diag.trace.run import Trace
 from tests.integration.support import PYTHON, diag_record
 
 RecordFixture = Callable[..., Trace]

@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from diag.analysis import analyze
-from diag.offload import offload_breakdown, union_s
-from diag.trace.run import load_trace
+from diag.evidence.offload import offload_breakdown, union_s
+from diag.findings.analysis import analyze
+from diag.trace.load import load_trace
 from tests.conftest import RecordFixture
 from tests.h200data import h200_file, h200_trace
 

@@ -18,8 +18,8 @@ import json
 from pathlib import Path
 
 from diag.analyzers import get_analyzer
-from diag.findings import Finding
-from diag.trace.run import load_trace
+from diag.findings.model import Finding
+from diag.trace.load import load_trace
 from tests.h200data import h200_trace
 
 offload_bound = get_analyzer("offload-bound")

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 from diag.analyzers import get_analyzer
-from diag.trace.run import load_trace
+from diag.trace.load import load_trace
 from tests.h200data import h200_trace
 
 

@@ -16,8 +16,9 @@ import pytest
 
 from diag.analyzers import get_analyzer
 from diag.analyzers.rank_divergence import SKEW_FLOOR_S, SKEW_RATIO, analyze
-from diag.findings import Finding
-from diag.trace.run import Trace, load_trace
+from diag.findings.model import Finding
+from diag.trace.load import load_trace
+from diag.trace.run import Trace
 
 from .support import write_trace
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from diag.analyzers.rank_divergence import analyze
-from diag.rankset import rank_list, rank_tags, ranks_text
-from diag.trace.run import load_trace
+from diag.findings.rankset import rank_list, rank_tags, ranks_text
+from diag.trace.load import load_trace
 from tests.ranks64 import make_ranks
 
 BLOCK = "wan_block_forward"

@@ -1,4 +1,4 @@
-"""Findings alike on many ranks merged into one (diag.rank_merge), on 64-rank directories
+"""Findings alike on many ranks merged into one (diag.findings.rank_merge), on 64-rank directories
 replicated from the real H200 two-rank NCCL recording (tests/ranks64.py): 63 ranks that
 recompile alike give one finding per problem naming them, with the lowest rank's evidence; a
 rank that differs keeps its own findings; `diag check` fails as before and names the ranks.
@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from diag.analysis import analyze
 from diag.analyzers import run_analyzers
-from diag.findings import Finding
-from diag.trace.run import load_trace
+from diag.findings.analysis import analyze
+from diag.findings.model import Finding
+from diag.trace.load import load_trace
 from tests.check.support import run_check
 from tests.ranks64 import make_ranks
 

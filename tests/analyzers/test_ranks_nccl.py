@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from diag.analysis import analyze
-from diag.trace.run import load_trace
+from diag.findings.analysis import analyze
+from diag.trace.load import load_trace
 from tests.h200data import H200, h200_trace
 
 

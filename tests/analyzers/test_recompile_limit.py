@@ -15,7 +15,7 @@ from typing import Any
 
 from diag.analyzers import get_analyzer
 from diag.analyzers.recompile_limit import analyze
-from diag.findings import Finding
+from diag.findings.model import Finding
 from diag.fixtures.config import SIZE_PRESETS
 from diag.fixtures.ground_truth import BLOCK_FILE, BLOCK_FRAME, expectation
 from diag.fixtures.model import ARCHS

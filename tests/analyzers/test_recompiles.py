@@ -23,8 +23,9 @@ import pytest
 
 from diag.analyzers import get_analyzer, run_analyzers
 from diag.analyzers.recompiles import analyze
-from diag.findings import Finding
-from diag.trace.run import Trace, load_trace
+from diag.findings.model import Finding
+from diag.trace.load import load_trace
+from diag.trace.run import Trace
 from diag.trace.torchtrace import load_torch_trace
 
 from .support import write_trace

@@ -15,9 +15,10 @@ from typing import Any
 
 from diag.analyzers import get_analyzer
 from diag.analyzers.step0_spike import FACTOR, FLOOR_S, analyze
-from diag.findings import Finding
+from diag.findings.model import Finding
 from diag.fixtures.ground_truth import expectation
-from diag.trace.run import Trace, load_trace
+from diag.trace.load import load_trace
+from diag.trace.run import Trace
 
 from .support import write_trace as _write_trace
 

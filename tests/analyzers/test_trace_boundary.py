@@ -15,7 +15,7 @@ import textwrap
 from pathlib import Path
 
 from diag.analyzers.trace_boundary import analyze
-from diag.trace.run import load_trace
+from diag.trace.load import load_trace
 from tests.integration.support import PYTHON, diag_record
 
 PROGRAM = textwrap.dedent(

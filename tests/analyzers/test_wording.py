@@ -10,8 +10,9 @@ from pathlib import Path
 
 from diag.analyzers.guard_churn import _limit_text
 from diag.analyzers.live_compiles import analyze as live_compiles
-from diag.findings import Finding, findings_to_text
-from diag.trace.run import load_trace
+from diag.findings.model import Finding
+from diag.findings.text import findings_to_text
+from diag.trace.load import load_trace
 from tests.h200data import h200_trace
 
 

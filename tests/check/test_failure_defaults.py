@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from diag.analyzers import get_analyzer
-from diag.trace.run import load_trace
+from diag.trace.load import load_trace
 
 from ..integration.support import PYTHON, diag_record
 from .support import run_check

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from diag.guards import full_user_location
+from diag.trace.guards import full_user_location
 from tests.h200data import h200_trace
 
 from .support import run_check

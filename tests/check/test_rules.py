@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from diag import paths
+from diag.trace import paths
 from diag.trace.format import BOOTSTRAP_ERRORS
 
 from .support import (
@@ -88,7 +88,7 @@ def test_locations_are_relative_to_the_repository_check_runs_in(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """diag.paths' rule: the program was recorded from a subfolder of the repository (its
+    """diag.trace.paths' rule: the program was recorded from a subfolder of the repository (its
     frames are absolute paths under it); check runs from the repository root, as CI does, and
     its locations (the GitHub annotations' files) are relative to that root."""
     repo = tmp_path / "repo"

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from diag.summary import iter_events
+from diag.trace.lines import iter_events
 
 PYTHON = sys.executable
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from diag.status import assess
-from diag.trace.run import load_trace
+from diag.evidence.status import assess
+from diag.trace.load import load_trace
 
 from .support import PYTHON, diag_record, events, of
 

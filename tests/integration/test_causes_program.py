@@ -40,9 +40,9 @@ from pathlib import Path
 import pytest
 
 from diag.analyzers import run_analyzers
-from diag.findings import Finding
-from diag.grouping import group_findings
-from diag.trace.run import load_trace
+from diag.findings.grouping import group_findings
+from diag.findings.model import Finding
+from diag.trace.load import load_trace
 
 from .support import PYTHON, diag_record
 

@@ -24,7 +24,8 @@ from typing import Any
 import pytest
 
 from diag.analyzers import run_analyzers
-from diag.trace.run import Trace, load_trace
+from diag.trace.load import load_trace
+from diag.trace.run import Trace
 
 from .support import PYTHON, diag_record
 

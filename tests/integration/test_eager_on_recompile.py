@@ -16,8 +16,8 @@ import subprocess
 import pytest
 
 from diag.analyzers import run_analyzers
-from diag.findings import Finding
-from diag.trace.run import load_trace
+from diag.findings.model import Finding
+from diag.trace.load import load_trace
 
 from .support import PYTHON, diag_record
 

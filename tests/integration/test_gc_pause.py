@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from diag.analyzers import run_analyzers
-from diag.trace.run import load_trace
+from diag.trace.load import load_trace
 
 from .support import PYTHON, diag_record, events, of
 

@@ -3,9 +3,10 @@ CI sample: one planted section per guard kind the CPU can produce, in one progra
 `diag record` (planted) and plain with the vocabulary's fix applied (fixed).
 
 Per family: torch recorded a live recompile of the planted kind (its own text, classified by
-diag.guards as that kind: real compiles, aot_eager), diag recorded that recompile and classified
+diag.trace.guards as that kind: real compiles, aot_eager), diag recorded that recompile and
+classified
 it so (claims confirmed), and the fixed program serves without the recompile and with the same
-outputs (fix verified), which is what diag/guard_vocabulary.py's `verified_by` asserts.
+outputs (fix verified), which is what diag/trace/guard_vocabulary.py's `verified_by` asserts.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from diag.guards import guard_check
+from diag.trace.guards import guard_check
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench"))

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from diag.fixtures.ground_truth import magi_expectation
-from diag.summary import summarize_run
+from diag.record.summary import summarize_run
 
 from .support import PYTHON
 

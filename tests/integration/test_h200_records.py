@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from diag.summary import iter_events
+from diag.trace.lines import iter_events
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "h200"
 ROUTING = DATA / "record-wan-routing"

@@ -18,9 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from diag.analysis import analyze
-from diag.findings import Finding
-from diag.trace.run import RunData, Trace, load_trace
+from diag.findings.analysis import analyze
+from diag.findings.model import Finding
+from diag.trace.load import load_trace
+from diag.trace.run import RunData, Trace
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "lightx2v"
 CASES = ("model-offload", "block-offload", "phase-offload")
@@ -156,7 +157,7 @@ def test_phase_offload_three_lambdas_are_three_frames() -> None:
 def test_tui_evidence_of_a_lambda_shows_that_lambda_only() -> None:
     """Enter on the phase-offload error opens the Compiles screen filtered to its frame: the
     lambda at :124, not its two siblings that share the name."""
-    from diag.frames import label
+    from diag.evidence.frames import label
     from diag.tui.compiles import CompileInfo, CompilesView
     from diag.tui.evidence import evidence_for
     from diag.tui.filtering import matches, parse_query

@@ -22,8 +22,8 @@ from pathlib import Path
 from diag.collectors.adapters.lightx2v import check_request_shape
 from diag.collectors.session import Session
 from diag.collectors.steps import StepTracker
-from diag.summary import iter_events
-from diag.trace.run import load_trace
+from diag.trace.lines import iter_events
+from diag.trace.load import load_trace
 
 from .support import PYTHON, diag_record, events, of
 from .test_record_lightx2v import BASE_CONFIG, write_standin

@@ -48,9 +48,10 @@ from typing import Any
 import pytest
 
 from diag.analyzers import run_analyzers
-from diag.causes import MODULE_ENTRY, NEW_MODULE, recompile_cause
-from diag.findings import Finding
-from diag.trace.run import RunData, load_trace
+from diag.evidence.causes import MODULE_ENTRY, NEW_MODULE, recompile_cause
+from diag.findings.model import Finding
+from diag.trace.load import load_trace
+from diag.trace.run import RunData
 
 from .support import PYTHON, diag_record
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from diag.analyzers.step0_spike import analyze as step0_spike
-from diag.trace.run import load_trace
+from diag.trace.load import load_trace
 
 from .support import PYTHON, diag_record, events, of
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from diag.summary import iter_events
+from diag.trace.lines import iter_events
 
 from .support import PYTHON, diag_record, of
 

@@ -32,8 +32,9 @@ from diag.fixtures.distributed import (
     split_passes,
 )
 from diag.fixtures.ground_truth import BLOCK_FRAME, expectation
-from diag.summary import summarize_run
-from diag.trace.run import Trace, load_trace
+from diag.record.summary import summarize_run
+from diag.trace.load import load_trace
+from diag.trace.run import Trace
 
 from .support import PYTHON, diag_record
 

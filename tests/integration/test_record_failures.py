@@ -10,8 +10,8 @@ import textwrap
 from pathlib import Path
 
 from diag.analyzers import get_analyzer
-from diag.findings import Finding
-from diag.trace.run import load_trace
+from diag.findings.model import Finding
+from diag.trace.load import load_trace
 from diag.trace.torchtrace import load_torch_trace
 
 from .support import PYTHON, diag_record, events, of

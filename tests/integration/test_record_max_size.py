@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 
 from diag.trace.format import process_event_files
-from diag.trace.run import load_trace
+from diag.trace.load import load_trace
 
 from .support import PYTHON, diag_record, manifest
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from diag.summary import iter_events
+from diag.trace.lines import iter_events
 
 from .support import PYTHON, diag_record, events, manifest, of
 

@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 from textual.pilot import Pilot
 
-from diag.live_metrics import EventTail, LiveCounters
+from diag.live.metrics import EventTail, LiveCounters
 from diag.trace.inflight import CUT_OFF
-from diag.trace.run import load_trace
+from diag.trace.load import load_trace
 from diag.tui.app import DiagApp
 from tests.tui.support import choose_finding, drive, screen_text
 

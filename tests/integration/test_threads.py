@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from diag.trace.run import load_trace
+from diag.trace.load import load_trace
 
 from .support import PYTHON, diag_record, events, of
 

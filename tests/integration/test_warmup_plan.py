@@ -28,9 +28,10 @@ from pathlib import Path
 
 import pytest
 
-from diag.trace.run import Trace, load_trace
-from diag.warmup_forms import render
-from diag.warmup_plan import GENERALISE, SPECIALISE, VARIANT, plan_warmup
+from diag.trace.load import load_trace
+from diag.trace.run import Trace
+from diag.warmup.forms import render
+from diag.warmup.plan import GENERALISE, SPECIALISE, VARIANT, plan_warmup
 
 from ..conftest import RecordFixture
 from .support import PYTHON, diag_record

@@ -12,7 +12,7 @@ import pytest
 
 import diag
 from diag.notebook import TraceFrames, columns
-from diag.summary import summarize
+from diag.record.summary import summarize
 from tests.conftest import RecordFixture
 
 from .support import analyze_json, demo_trace, finding
@@ -120,7 +120,8 @@ def test_guard_failures_match_guard_churn_and_live_compile(
     churn = finding(cli, "guard-churn:wan_block_forward:block.state.config")
     data = churn["data"]
     same = (failures["source"] == data["source"]) & (failures["kind"] == data["kind"])
-    # Every entry's failure is a row; the churn counts the recompiles it caused (diag.causes).
+    # Every entry's failure is a row; the churn counts the recompiles it caused
+    # (diag.evidence.causes).
     mine = failures[same & failures["cause"]]
     assert sorted(mine["compile_id"].unique()) == sorted(data["compile_ids"])
     assert set(failures[same]["compile_id"]) >= set(data["compile_ids"])

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import diag
-import diag.inputs
+import diag.trace.inputs
 from diag.errors import EXIT_INTERNAL, EXIT_USAGE, DiagError
 from tests.h200data import h200_trace
 
@@ -39,7 +39,7 @@ def test_a_fault_of_diag_while_reading_is_a_diag_error_too(
     def broken(*_args: object, **_kwargs: object) -> None:
         raise IndexError("tuple index out of range")
 
-    monkeypatch.setattr(diag.inputs, "open_input", broken)
+    monkeypatch.setattr(diag.trace.inputs, "open_input", broken)
     with pytest.raises(DiagError) as failed:
         diag.open(trace)
     assert failed.value.exit_code == EXIT_INTERNAL

@@ -126,7 +126,7 @@ def test_h200_export_nests_kernels_in_the_step_that_launched_them(tmp_path: Path
         step = _step(checked, pid, name)
         # Launched in the step (its launch is `queued_us` before it ran), run after the step
         # began; the GPU may finish the step's work after the host side ended, by the end of
-        # its span (diag.offload measures it on Kineto's side).
+        # its span (diag.evidence.offload measures it on Kineto's side).
         for kernel in mine:
             launched = kernel.start - kernel.args["queued_us"]
             assert step.start <= launched <= step.end and step.start <= kernel.start, name

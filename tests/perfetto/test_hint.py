@@ -10,7 +10,7 @@ import sys
 from html import unescape
 from pathlib import Path
 
-from diag.findings import Finding
+from diag.findings.model import Finding
 from diag.perfetto.hint import finding_step, step_line
 from diag.report.findings_table import findings_table
 from tests.h200data import h200_trace

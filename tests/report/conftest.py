@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from diag.analysis import analyze
-from diag.inputs import open_input
+from diag.findings.analysis import analyze
 from diag.report.build import Report, build_report
+from diag.trace.inputs import open_input
 from diag.trace.run import Trace
 from tests.conftest import RecordFixture
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from diag.report.compile_tables import dims_table, phase_table
 from diag.report.plot import Limits
 from diag.report.sections import build_sections
-from diag.trace.run import load_trace
+from diag.trace.load import load_trace
 from tests.analyzers.support import write_trace
 from tests.integration.support import PYTHON, diag_record
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from diag.findings import Finding
+from diag.findings.model import Finding
 from diag.report.findings_table import findings_table
 
 

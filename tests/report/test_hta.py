@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from diag.findings import Finding
-from diag.inputs import open_input
+from diag.findings.model import Finding
 from diag.report.build import build_report
 from diag.report.hta_view import hta_available, hta_breakdown, hta_plot, hta_table
+from diag.trace.inputs import open_input
 from diag.trace.kineto import read_kineto
 from diag.trace.run import Trace
 from tests.h200data import h200_trace

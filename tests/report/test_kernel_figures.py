@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from diag.inputs import open_input
-from diag.offload import offload_breakdown
-from diag.regions import compare_regions
+from diag.evidence.offload import offload_breakdown
+from diag.evidence.regions import compare_regions
 from diag.report.kernel_figures import offload_chart, region_comparison
 from diag.report.plot import Limits, ms
+from diag.trace.inputs import open_input
 from diag.trace.run import Trace
 from tests.h200data import h200_trace
 

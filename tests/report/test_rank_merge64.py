@@ -1,5 +1,6 @@
 """`diag report` at 64 ranks where 63 recompile alike (tests/ranks64.py, replicated from the real
-H200 recording): the findings table has one row per problem naming the ranks (diag.rank_merge),
+H200 recording): the findings table has one row per problem naming the ranks
+(diag.findings.rank_merge),
 not one per rank."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from diag.findings import Finding
+from diag.findings.model import Finding
 from diag.tui.evidence import evidence_for
 from diag.tui.filtering import matches, parse_query, quote
 from diag.tui.step_plot import MARK, PlotData, render_plot

@@ -1,5 +1,6 @@
 """The TUI's findings at 64 ranks where 63 recompile alike (tests/ranks64.py, replicated from the
-real H200 recording): one row per problem naming the ranks (diag.rank_merge), not 63 rows per
+real H200 recording): one row per problem naming the ranks (diag.findings.rank_merge), not 63 rows
+per
 analyzer, and the merged live compile opens the compile group of those ranks; the kernel
 findings of the second loading stage merge too."""
 

@@ -17,7 +17,7 @@ import pytest
 
 from diag.benchmark.trial import load_trial
 from diag.benchmark.validity import OFFLOAD_RELOAD, flaws, unchecked
-from diag.stats import mean_interval, reduction_interval, t_975
+from diag.evidence.stats import mean_interval, reduction_interval, t_975
 
 H200 = Path(__file__).resolve().parents[1] / "data" / "h200" / "record-wan-offload-unwarmed"
 RELOAD = 512 << 20

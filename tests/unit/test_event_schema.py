@@ -19,13 +19,13 @@ from typing import Any
 
 import pytest
 
-from diag.analysis import analyze
 from diag.check import run_check
 from diag.check.policy import Policy
 from diag.errors import EXIT_INTERNAL, DiagError
-from diag.inputs import input_warnings, open_input
+from diag.findings.analysis import analyze
+from diag.trace.inputs import input_warnings, open_input
 from diag.trace.lines import MAX_LINE_BYTES, Tally, read_events
-from diag.trace.run import load_trace
+from diag.trace.load import load_trace
 
 WARM_WIDTH = Path(__file__).resolve().parents[1] / "data" / "lightx2v" / "warm-width"
 
@@ -76,9 +76,9 @@ SITES: dict[str, tuple[Callable[[str], str], int]] = {
     "epoch [1]": (_set("compile_end", "epoch", [1]), 2),
     'pid "x"': (_set("process_start", "pid", "x"), 1),
     "a 5000-digit int": (_raw('"step":0', '"step":' + "9" * 5000), 1),
-    # diag/summary.py (RecursionError)
+    # diag/record/summary.py (RecursionError)
     "nested 10000 deep": (_append('{"t":1,"ev":"graph_break","reason":' + DEEP + "}"), 1),
-    # diag/stats.py
+    # diag/evidence/stats.py
     'wall_s ""': (_set("step_end", "wall_s", ""), 5),
     # analyzers/step0_spike.py
     'wall_s "12"': (_set("step_end", "wall_s", "12"), 5),

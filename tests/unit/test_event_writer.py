@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from diag.summary import iter_events
 from diag.trace.events import SEGMENTS_KEPT, EventWriter, segment_limit
 from diag.trace.format import process_event_files
-from diag.trace.run import load_trace
+from diag.trace.lines import iter_events
+from diag.trace.load import load_trace
 
 
 @pytest.fixture

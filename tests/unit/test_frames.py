@@ -1,10 +1,11 @@
-"""diag.frames: a frame is a code object (file, first line, name); its label is unique in a run."""
+"""diag.evidence.frames: a frame is a code object (file, first line, name); its label is unique in
+a run."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from diag.frames import UNKNOWN, label, labels, qualified, run_labels, short_file
+from diag.evidence.frames import UNKNOWN, label, labels, qualified, run_labels, short_file
 from diag.trace.run import Compile, Frame, RunData
 
 OFFLOAD = "/src/LightX2V/lightx2v/models/networks/wan/infer/offload/transformer_infer.py"

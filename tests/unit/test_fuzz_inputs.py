@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from diag.analysis import analyze
 from diag.errors import DiagError
-from diag.inputs import input_warnings, open_input
+from diag.findings.analysis import analyze
+from diag.trace.inputs import input_warnings, open_input
 from tests.fuzz_corpus import KINETO, THIRD_PARTY, Damaged, damaged_inputs
 
 pytestmark = pytest.mark.skipif(not THIRD_PARTY.is_dir(), reason="tests/data/third_party is absent")

@@ -1,4 +1,4 @@
-"""Grouping: one root cause, one headline, its echoes as evidence (diag.grouping).
+"""Grouping: one root cause, one headline, its echoes as evidence (diag.findings.grouping).
 
 Real recordings (the guard-churn and unwarmed-shape plants, CPU aot_eager) for what the
 analyzers produce together; hand-built Finding lists for the rules' edges (a second process,
@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from diag.analysis import analyze
-from diag.findings import Finding, findings_to_json, findings_to_text
-from diag.grouping import group_findings
+from diag.findings.analysis import analyze
+from diag.findings.grouping import group_findings
+from diag.findings.model import Finding, findings_to_json
+from diag.findings.text import findings_to_text
 from tests.conftest import RecordFixture
 
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from diag.analyzers import run_analyzers
-from diag.guards import condition_text, readable_source
-from diag.trace.run import Guard, load_trace
+from diag.trace.guards import condition_text, readable_source
+from diag.trace.load import load_trace
+from diag.trace.run import Guard
 
 from ..h200data import h200_trace
 

@@ -1,5 +1,5 @@
 # ruff: noqa: E501 - the guard tree is torch's own text, one guard a line
-"""diag.guards.guard_tree_locations on Dynamo's guard tree (the `dynamo_cpp_guards_str`
+"""diag.trace.guards.guard_tree_locations on Dynamo's guard tree (the `dynamo_cpp_guards_str`
 artifact): each guarded source gets the user line of the first guard installed under it. The
 tree below is torch 2.13's text for a function reading `cfg.get("attention_scale")` of a dict
 subclass (trimmed to the managers and guards that matter; the real recording is
@@ -7,7 +7,7 @@ test_guard_churn's config plant)."""
 
 from __future__ import annotations
 
-from diag.guards import guard_tree_locations
+from diag.trace.guards import guard_tree_locations
 
 TREE = """\
 TREE_GUARD_MANAGER:

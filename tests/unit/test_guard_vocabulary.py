@@ -1,4 +1,5 @@
-"""diag.guard_vocabulary: every guard kind of the installed torch is classified, docs/GUARDS.md
+"""diag.trace.guard_vocabulary: every guard kind of the installed torch is classified,
+docs/GUARDS.md
 is the table, and each verified fix names a harness family of its kind. Real failure texts,
 from real compiles, are classified in tests/integration/test_guard_kinds_sample.py."""
 
@@ -11,8 +12,14 @@ from typing import Any
 
 import pytest
 
-from diag.guard_vocabulary import BY_NAME, NOT_CHECKS, VOCABULARY, builders, render_markdown
-from diag.guards import guard_check, parse_guard_failure
+from diag.trace.guard_vocabulary import (
+    BY_NAME,
+    NOT_CHECKS,
+    VOCABULARY,
+    builders,
+    render_markdown,
+)
+from diag.trace.guards import guard_check, parse_guard_failure
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
@@ -22,7 +29,7 @@ from fidelity_kit.guard_kinds import BY_NAME as FAMILIES  # noqa: E402
 
 def test_docs_are_the_table() -> None:
     docs = (ROOT / "docs" / "GUARDS.md").read_text(encoding="utf-8")
-    assert docs == render_markdown(), "run: python -m diag.guard_vocabulary > docs/GUARDS.md"
+    assert docs == render_markdown(), "run: python -m diag.trace.guard_vocabulary > docs/GUARDS.md"
 
 
 def _global_state_fields(torch: Any) -> list[str]:

@@ -1,4 +1,4 @@
-"""diag.guards: Dynamo guard-failure texts parsed into kind, source and values.
+"""diag.trace.guards: Dynamo guard-failure texts parsed into kind, source and values.
 
 Texts marked "torch 2.13" were copied verbatim from recompile_reasons artifacts of real runs on
 torch 2.13.0+cpu (the repo's fixtures and small scripts; a script under /tmp shows torch's
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from diag.guards import (
+from diag.trace.guards import (
     GuardFailure,
     describe_subject,
     explain_stride_guard,
@@ -642,7 +642,10 @@ def test_fast_enough_for_a_collector() -> None:
 
 
 def test_import_loads_no_torch() -> None:
-    code = "import sys, diag.guards; print(sorted(m for m in sys.modules if m.startswith('torch')))"
+    code = (
+        "import sys, diag.trace.guards; "
+        "print(sorted(m for m in sys.modules if m.startswith('torch')))"
+    )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )

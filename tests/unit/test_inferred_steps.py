@@ -19,7 +19,7 @@ from diag.collectors.adapters.inferred import (
 )
 from diag.collectors.session import Session
 from diag.collectors.steps import StepTracker
-from diag.summary import iter_events
+from diag.trace.lines import iter_events
 
 
 def _session(tmp_path: Path) -> Session:

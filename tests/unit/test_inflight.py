@@ -8,10 +8,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from diag.causes import recompile_cause
-from diag.status import assess
+from diag.evidence.causes import recompile_cause
+from diag.evidence.status import assess
 from diag.trace.inflight import CUT_OFF
-from diag.trace.run import RunData, load_trace
+from diag.trace.load import load_trace
+from diag.trace.run import RunData
 
 FRAME = {"name": "block", "file": "/srv/model.py", "line": 7}
 WARM = {"phase": "warmup", "request_id": "w1", "step": 0}
@@ -127,7 +128,7 @@ def test_the_notice_names_what_was_left_and_the_running_case_says_in_progress(
 def test_a_hostile_task_id_is_printed_tame(tmp_path: Path) -> None:
     """A client chooses LightX2V's task id: control characters never reach a terminal, and a
     long one is cut."""
-    from diag.request_names import request_name
+    from diag.evidence.request_names import request_name
 
     label = "\x1b[31mred\x07" + "x" * 200
     run = _trace(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from diag.invocation import diag_command
+from diag.cli.invocation import diag_command
 
 
 def _script(folder: Path) -> Path:

@@ -424,7 +424,7 @@ def test_replicated_trace_keeps_its_joins(tmp_path: Path) -> None:
 
 
 def test_synthetic_trace_directory(tmp_path: Path) -> None:
-    from diag.trace.run import load_trace
+    from diag.trace.load import load_trace
 
     folder = _synth().make_trace_dir(tmp_path / "t", 20_000)
     trace = load_trace(folder)

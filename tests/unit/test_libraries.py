@@ -1,4 +1,4 @@
-"""diag.libraries: whose code a recorded path is, on the paths real recordings hold."""
+"""diag.evidence.libraries: whose code a recorded path is, on the paths real recordings hold."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import diffusers.hooks.group_offloading
 import diffusers.models.transformers.transformer_wan
 import torch._dynamo
 
-from diag.libraries import DIFFUSERS, LIGHTX2V, MAGI, TORCH, library_of, library_path
+from diag.evidence.libraries import DIFFUSERS, LIGHTX2V, MAGI, TORCH, library_of, library_path
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 

@@ -1,4 +1,4 @@
-"""The live counters (diag.live_metrics) on hand-written events: what counts once, what a
+"""The live counters (diag.live.metrics) on hand-written events: what counts once, what a
 recompile-limit hit is, the step-0 rule, label escaping, and a line still being written."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from diag.live_metrics import EventTail, LiveCounters, step0_spike
+from diag.live.metrics import EventTail, LiveCounters, step0_spike
 
 FRAME = {"name": "block", "file": "/srv/m.py", "line": 3}
 LIVE = {"phase": "live", "request_id": "r2", "step": 0}

@@ -1,4 +1,5 @@
-"""Which failing guards say an entry was compiled for another module (diag.causes.other_module).
+"""Which failing guards say an entry was compiled for another module
+(diag.evidence.causes.other_module).
 
 The texts are torch's own, copied from recordings of the fidelity sample (s1 seed): torch 2.13 on
 this machine, and torch 2.11 on the H200 host's CPUs where marked (its s1-110-sd3 printed the
@@ -11,8 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from diag.causes import other_module
-from diag.guards import parse_guard_failure
+from diag.evidence.causes import other_module
+from diag.trace.guards import parse_guard_failure
 from diag.trace.run import Guard
 
 

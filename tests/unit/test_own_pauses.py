@@ -1,4 +1,4 @@
-"""diag's own pauses (diag/own_pauses.py) off a real recording with a profiler window: the
+"""diag's own pauses (diag/evidence/own_pauses.py) off a real recording with a profiler window: the
 figures are the profile_window_end events', the pause is shown beside the notices without
 blocking an all-clear, and the steps that may hold it are left out of bench figures."""
 
@@ -8,8 +8,8 @@ from typing import Any
 
 from diag.benchmark.trial import load_trial
 from diag.benchmark.validity import window_steps
-from diag.own_pauses import paid_steps, window_pauses
-from diag.status import DIAG_PAUSED, assess, status_lines
+from diag.evidence.own_pauses import paid_steps, window_pauses
+from diag.evidence.status import DIAG_PAUSED, assess, status_lines
 
 
 def _trace(record_fixture: Any) -> Any:
@@ -61,7 +61,8 @@ def test_bench_leaves_paid_steps_out(record_fixture: Any) -> None:
 def test_step_end_work_is_recorded_and_summarised(record_fixture: Any) -> None:
     """diag's own work at step ends (collectors/steps.py) reaches process_end and the summary
     `diag record` prints: one figure per process, counted over the steps it ended."""
-    from diag.summary import iter_events, summarize_run
+    from diag.record.summary import summarize_run
+    from diag.trace.lines import iter_events
 
     trace = _trace(record_fixture)
     (path,) = (trace.path / "runs" / "compiled").glob("*/events.jsonl")

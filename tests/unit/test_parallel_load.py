@@ -13,8 +13,9 @@ import pytest
 
 from diag.trace import parallel
 from diag.trace.kinetocache import cache_path
+from diag.trace.load import load_trace
 from diag.trace.profiles import StepProfile, step_profiles, window_files
-from diag.trace.run import RunData, load_trace
+from diag.trace.run import RunData
 from tests.h200data import h200_trace
 from tests.ranks64 import make_ranks
 

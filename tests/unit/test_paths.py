@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from diag import paths
-from diag.paths import shown_location, shown_path
+from diag.trace import paths
+from diag.trace.paths import shown_location, shown_path
 
 
 @pytest.fixture

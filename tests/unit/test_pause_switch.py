@@ -19,9 +19,9 @@ from typing import Any
 
 from diag.collectors.session import Session
 from diag.collectors.steps import StepTracker
-from diag.status import assess
-from diag.summary import iter_events
-from diag.trace.run import load_trace
+from diag.evidence.status import assess
+from diag.trace.lines import iter_events
+from diag.trace.load import load_trace
 
 FIXTURE_PROGRAM = textwrap.dedent("""
     import json, sys, torch

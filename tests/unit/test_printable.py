@@ -1,4 +1,4 @@
-"""No control character from a trace reaches a terminal (issue 22): diag.printable is the one
+"""No control character from a trace reaches a terminal (issue 22): diag.trace.printable is the one
 function every text renderer uses. The probe of the issue, a frame name holding
 `\\x1b[2J\\x1b[H\\x1b]0;PWNED\\x07` in a copy of a real recording, through `diag analyze` (text),
 `diag check` (text), the error line and record's summary; the TUI's overview is
@@ -12,8 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from diag.printable import printable
-from diag.summary import summarize_run
+from diag.record.summary import summarize_run
+from diag.trace.printable import printable
 
 WARM_WIDTH = Path(__file__).resolve().parents[1] / "data" / "lightx2v" / "warm-width"
 ESCAPES = "\x1b[2J\x1b[H\x1b]0;PWNED\x07"

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from diag.trace.kineto import read_kineto
+from diag.trace.load import load_trace
 from diag.trace.profiles import profiles_from_kineto, step_number, step_profiles
-from diag.trace.run import load_trace
 from tests.h200data import h200_trace
 
 H200 = Path(__file__).resolve().parents[1] / "data" / "h200"

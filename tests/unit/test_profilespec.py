@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from diag.profilespec import ProfileSpec, ProfileSpecError, parse_profile_spec
+from diag.record.profilespec import ProfileSpec, ProfileSpecError, parse_profile_spec
 
 
 def test_default_and_none() -> None:

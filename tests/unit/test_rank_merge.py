@@ -1,4 +1,5 @@
-"""diag.rank_merge's rules on small hand-made findings: what merges (figures in other units, the
+"""diag.findings.rank_merge's rules on small hand-made findings: what merges (figures in other
+units, the
 eager run's ranks), what stays apart (another severity, other data, an analyzer that compares
 ranks itself, a finding without a rank), and that merging twice changes nothing. The 64-rank
 recordings are in tests/analyzers/test_rank_merge_64.py; these cases are the ones a replicated
@@ -8,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from diag.check.verdict import Violation
-from diag.findings import Finding
-from diag.rank_merge import merge_rank_findings, merge_rank_violations, on_ranks
+from diag.check.verdict import Violation, merge_rank_violations
+from diag.findings.model import Finding
+from diag.findings.rank_merge import merge_rank_findings, on_ranks
 
 
 def _spike(rank: int, took: str, severity: str = "warning", **data: Any) -> Finding:

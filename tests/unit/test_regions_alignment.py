@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from diag.regions import compare_regions
+from diag.evidence.regions import compare_regions
 from diag.trace.kineto import Annotation, CpuOp
 from diag.trace.profiles import REGION_PREFIX, StepProfile
 from diag.trace.run import Compile, Frame, RunData, Trace

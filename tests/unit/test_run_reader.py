@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from diag.errors import DiagError
-from diag.trace.run import load_trace
+from diag.trace.load import load_trace
 
 
 def _manifest(folder: Path, **fields: object) -> Path:

@@ -1,4 +1,5 @@
-"""diag.status on hand-written trace directories: the cases a local CPU run cannot produce (a
+"""diag.evidence.status on hand-written trace directories: the cases a local CPU run cannot produce
+(a
 trace recorded on another host, a status this diag does not know, a baseline that crashed
 after its compiled run completed), and the renderings' promise never to give an all-clear
 while something was not seen. The recordings themselves are in
@@ -12,10 +13,11 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from diag.findings import Finding, findings_to_json, findings_to_text
-from diag.processes import process_start_ticks
-from diag.status import assess
-from diag.trace.run import load_trace
+from diag.evidence.status import assess
+from diag.findings.model import Finding, findings_to_json
+from diag.findings.text import findings_to_text
+from diag.trace.load import load_trace
+from diag.trace.processes import process_start_ticks
 
 PROCESS = {"t": 1, "ev": "process_start", "pid": 7, "ppid": 1, "argv": ["serve"]}
 END = {"t": 99, "ev": "process_end", "gpu": None}

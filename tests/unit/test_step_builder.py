@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 from diag.trace import lines
-from diag.trace.run import RunData, _load_process, load_trace
+from diag.trace.load import _load_process, load_trace
+from diag.trace.run import RunData
 from tests.analyzers.support import write_trace
 from tests.fuzz_corpus import _confuse, _line
 

@@ -18,7 +18,7 @@ from typing import Any
 from diag.collectors.adapters.inferred import RANK_MODEL_CALLS, InferredSteps, close_all
 from diag.collectors.session import Session
 from diag.collectors.steps import StepTracker
-from diag.summary import iter_events
+from diag.trace.lines import iter_events
 
 
 def _session(tmp_path: Path) -> Session:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from diag.summary import summarize_run
+from diag.record.summary import summarize_run
 
 from ..h200data import h200_trace
 

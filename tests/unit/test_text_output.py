@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from diag.advice import HOW_TO_MARK
-from diag.colors import colorize, use_color
-from diag.findings import MAX_EVIDENCE, Finding, findings_to_text
+from diag.findings.advice import HOW_TO_MARK
+from diag.findings.colors import colorize, use_color
+from diag.findings.model import Finding
+from diag.findings.text import MAX_EVIDENCE, findings_to_text
 
 ESC = "\x1b"
 

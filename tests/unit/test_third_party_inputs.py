@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from diag.analysis import analyze
 from diag.errors import DiagError
-from diag.inputs import input_warnings, open_input
+from diag.findings.analysis import analyze
+from diag.trace.inputs import input_warnings, open_input
 from diag.trace.torchtrace import load_torch_trace
 
 THIRD_PARTY = Path(__file__).resolve().parents[1] / "data" / "third_party"
@@ -161,7 +161,7 @@ SHARED_KINETO = Path(__file__).resolve().parents[1] / "data" / "shared" / "kinet
 
 
 def _rows(path: Path) -> list[Any]:
-    from diag.offload import offload_breakdown
+    from diag.evidence.offload import offload_breakdown
 
     trace = open_input(kineto=path)
     assert trace.compiled is not None
@@ -287,7 +287,7 @@ def test_two_plain_traces_are_named_by_their_files() -> None:
 
 def test_a_template_variant_is_not_routing() -> None:
     from analyzers.kernel_routing import _without_template_variants, short_name
-    from diag.regions import KernelStat, RegionComparison
+    from diag.evidence.regions import KernelStat, RegionComparison
 
     before, after = _FBGEMM.format(n=2), _FBGEMM.format(n=5)
     assert len(before) > 5000

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from diag.errors import DiagError
-from diag.findings import Finding
+from diag.findings.model import Finding
 from diag.trace.run import Frame, Trace
 from diag.trace.torchtrace import load_torch_trace
 
@@ -119,7 +119,7 @@ def test_python_state_recompiles(shared: Path) -> None:
     # entry 0/5 use_cfg == True: no entry could have served it whatever its step, so the cause
     # is use_cfg, decided. 0/4 brought x at size 32, which no entry was compiled for: its cause
     # is torch's own size failure, not the step most entries failed on.
-    from diag.causes import recompile_cause
+    from diag.evidence.causes import recompile_cause
 
     cause = recompile_cause(run, run.compiles[5])
     assert cause is not None and cause.decided and cause.guard is not None

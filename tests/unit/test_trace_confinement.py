@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from diag.analysis import analyze
 from diag.check import run_check
 from diag.check.policy import Policy
 from diag.errors import DiagError
-from diag.inputs import input_warnings, open_input
+from diag.findings.analysis import analyze
 from diag.trace import profiles
+from diag.trace.inputs import input_warnings, open_input
 from tests.h200data import h200_trace
 
 _OPENED: list[str] | None = None

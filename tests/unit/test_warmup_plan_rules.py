@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from diag.warmup_plan import GENERALISE, SPECIALISE, VARIANT, _dimension_requests
+from diag.warmup.plan import GENERALISE, SPECIALISE, VARIANT, _dimension_requests
 
 DIMS = ["frames", "height", "width"]
 
@@ -66,9 +66,9 @@ def test_lightx2v_recording_plans_its_live_resolution_in_pixels() -> None:
     varies), one request at --target_shape 64 96; torch recompiled the block live on the
     rotary table's stride guard (the width). One live resolution: warming it is enough, and
     LightX2V's resolutions are pixels (latents x 8)."""
-    from diag.trace.run import load_trace
-    from diag.warmup_forms import render
-    from diag.warmup_plan import plan_warmup
+    from diag.trace.load import load_trace
+    from diag.warmup.forms import render
+    from diag.warmup.plan import plan_warmup
 
     trace = load_trace(LIGHTX2V / "model-offload")
     plan = plan_warmup([trace])
@@ -82,8 +82,8 @@ def test_lightx2v_recording_plans_its_live_resolution_in_pixels() -> None:
 
 
 def test_recordings_of_different_programs_are_said_to_be() -> None:
-    from diag.trace.run import load_trace
-    from diag.warmup_plan import plan_warmup
+    from diag.trace.load import load_trace
+    from diag.warmup.plan import plan_warmup
 
     h200 = Path(__file__).resolve().parents[1] / "data" / "h200"
     traces = [load_trace(LIGHTX2V / "model-offload"), load_trace(h200 / "magi-newshape")]

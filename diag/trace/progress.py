@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
-from diag.printable import printable
+from diag.trace.printable import printable
 
 ProgressCallback = Callable[[int, int], None]
 

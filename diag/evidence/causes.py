@@ -27,122 +27,56 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
+from diag.evidence.cause_model import (
+    MODULE_ENTRY as MODULE_ENTRY,
+)
+from diag.evidence.cause_model import (
+    NEAREST_GLOBAL_STATE as NEAREST_GLOBAL_STATE,
+)
+from diag.evidence.cause_model import (
+    NEW_MODULE as NEW_MODULE,
+)
+from diag.evidence.cause_model import (
+    NEW_TENSOR as NEW_TENSOR,
+)
+from diag.evidence.cause_model import (
+    NEW_VALUE as NEW_VALUE,
+)
+from diag.evidence.cause_model import (
+    ONLY_ENTRY as ONLY_ENTRY,
+)
+from diag.evidence.cause_model import (
+    SAME_SOURCE as SAME_SOURCE,
+)
+from diag.evidence.cause_model import (
+    SAME_STEP as SAME_STEP,
+)
+from diag.evidence.cause_model import (
+    TENSOR_COMPATIBLE as TENSOR_COMPATIBLE,
+)
+from diag.evidence.cause_model import (
+    TENSOR_KINDS as TENSOR_KINDS,
+)
+from diag.evidence.cause_model import (
+    UNDECIDED as UNDECIDED,
+)
+from diag.evidence.cause_model import (
+    EntryFailure as EntryFailure,
+)
+from diag.evidence.cause_model import (
+    EntryTable as EntryTable,
+)
+from diag.evidence.cause_model import (
+    RecompileCause as RecompileCause,
+)
+from diag.evidence.cause_model import (
+    TensorTable as TensorTable,
+)
 from diag.trace.numerals import parse_int
 from diag.trace.run import Compile, Guard, RunData
-
-#: Guard kinds that are properties of a tensor argument: an entry failing on one was compiled
-#: for another tensor than the call's, and could not have served it.
-TENSOR_KINDS = frozenset(
-    {
-        "tensor-size",
-        "tensor-stride",
-        "tensor-dtype",
-        "tensor-device",
-        "tensor-requires-grad",
-        "tensor-other",
-    }
-)
-
-#: How the cause's entry was chosen (docs/FINDINGS.md, claims).
-ONLY_ENTRY = "only-entry"  # the frame had one entry: its failure is the cause
-TENSOR_COMPATIBLE = "tensor-compatible"  # the one entry compiled for the call's tensors
-SAME_SOURCE = "all-entries-same-source"  # every entry failed on the same source
-NEW_TENSOR = "new-tensor"  # every entry failed on a tensor property: the call's tensors are new
-#: No entry could serve, but some were compiled for the call's very tensors and differ from it
-#: only in Python values: what the call brought that is new is a value, not a tensor.
-NEW_VALUE = "new-value"
-UNDECIDED = "undecided"
-#: Several entries fit the call but for one guard each; the one compiled at the call's own step
-#: (the entry the loop reuses at that step) names the cause.
-SAME_STEP = "same-step-entry"
-#: Every entry that could serve failed on global state (grad mode, autocast, ...); one differs
-#: from the call in fewer of its fields than every other (a subset): those fields are the change.
-NEAREST_GLOBAL_STATE = "nearest-global-state"
-#: Every entry was compiled for another module (or another `self`): the call's module is new to
-#: the frame's cache.
-NEW_MODULE = "new-module"
-#: The one entry compiled for the call's module; the others were compiled for other modules.
-MODULE_ENTRY = "only-entry-for-module"
-
-
-@dataclass(frozen=True)
-class EntryFailure:
-    """One cache entry's failure at a recompile, and whether it could have served the call."""
-
-    entry: str | None  # the entry's compile id
-    guard: Guard
-    #: False: the entry was compiled for other tensors (its failure or its guard tree says so);
-    #: True: its guard tree matches the call's tensors; None: not known.
-    tensors_match: bool | None
-    #: Why it could not serve, in words (`compiled for stride [3072, 1, 128] of hidden_states`).
-    mismatch: str | None = None
-    #: Its guard tree holds the call's tensors (none differs): only Python values kept it out.
-    tensors_fit: bool = False
-    #: Its failure names another module or `self` (diag.causes.other_module): it was compiled
-    #: for another object than the call's and is context, never the cause.
-    other_module: bool = False
-
-
-@dataclass(frozen=True)
-class RecompileCause:
-    """The failing guard that explains one recompile, and how sure diag is of it."""
-
-    #: The guard whose failure made the call recompile; None when the evidence does not decide.
-    guard: Guard | None
-    entry: str | None
-    decided: bool
-    why: str
-    failures: list[EntryFailure] = field(default_factory=list)
-    #: What changed in the program, in its terms (diag.causes.program_change): `the entry
-    #: compiled for step 1 failed on self.num_steps: it went from 6 to 10`; None: not read.
-    change: str | None = None
-
-    @property
-    def candidates(self) -> list[Guard]:
-        """The failures that could be the cause: the undecided case lists them all."""
-        if self.guard is not None:
-            return [self.guard]
-        possible = [f.guard for f in self.failures if f.tensors_match is not False]
-        return possible or [f.guard for f in self.failures]
-
-    @property
-    def others(self) -> list[EntryFailure]:
-        """The other entries' failures: context, not cause."""
-        return [f for f in self.failures if f.guard is not self.guard]
-
-    @property
-    def kind(self) -> str | None:
-        return self.guard.kind if self.guard is not None else None
-
-    @property
-    def new_module(self) -> bool:
-        """Every entry was compiled for another module: the call's module is new to the cache."""
-        return self.why == NEW_MODULE
-
-    @property
-    def is_tensor(self) -> bool:
-        return self.guard is not None and self.guard.kind in TENSOR_KINDS
-
-    def claim(self) -> dict[str, Any]:
-        """The cause as a claim (docs/FINDINGS.md): with the guard's entry in torch's vocabulary
-        (diag/guard_vocabulary.py) and whether a fix for that kind was seen to work
-        (`fix_verified`: the guard-kind harness applied it and the recompile went away)."""
-        from diag.guards import guard_entry
-
-        guard = self.guard
-        entry = guard_entry(guard.raw) if guard is not None else None
-        return {
-            "entry": self.entry,
-            "guard_kind": guard.kind if guard is not None else None,
-            "guard_check": entry.name if entry is not None else None,
-            "fix_verified": bool(entry.verified_fixes) if entry is not None else False,
-            "source": guard.source if guard is not None else None,
-            "decided": self.decided,
-            "why": self.why,
-        }
 
 
 def recompile_cause(run: RunData, item: Compile) -> RecompileCause | None:
@@ -165,9 +99,10 @@ def program_change(
     tables: dict[tuple[int, int, str], EntryTable],
 ) -> str | None:
     """The cause in the program's terms, read off torch's record of the failing guard and the
-    entries' guard trees (diag.change reads the guard kinds); None when nothing more than the
+    entries' guard trees (diag.evidence.change reads the guard kinds); None when nothing more than
+    the
     guard itself is known."""
-    from diag.change import describe_change
+    from diag.evidence.change import describe_change
 
     entry = (
         tables.get((item.pid, item.epoch, str(cause.entry))) if cause.entry is not None else None
@@ -180,22 +115,6 @@ def cause_guard(run: RunData, item: Compile) -> Guard | None:
     """The guard that explains `item` (None: a first compile, or a cause not decided)."""
     cause = recompile_cause(run, item)
     return cause.guard if cause is not None else None
-
-
-TensorTable = Mapping[str, Mapping[str, Any]]
-
-
-@dataclass(frozen=True)
-class EntryTable:
-    """What one cache entry was compiled for, from its guard tree: its tensors and the Python
-    values it guards by equality or identity."""
-
-    tensors: TensorTable
-    values: Mapping[str, str]
-    #: Where the entry was compiled: its step (within its request), phase and request.
-    step: int | None = None
-    phase: str | None = None
-    request_id: str | None = None
 
 
 def _tensor_tables(run: RunData) -> dict[tuple[int, int, str], EntryTable]:
@@ -385,7 +304,7 @@ def _new_value(
 ) -> tuple[EntryFailure, bool] | None:
     """The value every fitting entry was compiled with another value of than the call has (its
     guard trees say so): the call's novelty, decided. None when no single source is new to all."""
-    from diag.guards import tree_key
+    from diag.trace.guards import tree_key
 
     call = tables.get((item.pid, item.epoch, item.compile_id))
     if call is None or not call.values:
@@ -493,7 +412,7 @@ def other_module(guard: Guard) -> str | None:
     (None: the guard does not say). A missing submodule, parameter or buffer, or `self` or a
     submodule of another type, identifies the module itself: that entry could never serve a
     call on this one, whatever else it checks."""
-    from diag.guards import condition_text, tree_key
+    from diag.trace.guards import condition_text, tree_key
 
     text = condition_text(guard.raw)
     missing = _MISSING.match(text)
@@ -547,7 +466,7 @@ def value_mismatch(
     """A Python value this entry was compiled for that the call does not have (the call's are
     the new entry's), other than the one the entry failed on (whose difference is the failure
     itself, not a reason the entry could never serve)."""
-    from diag.guards import tree_key
+    from diag.trace.guards import tree_key
 
     failing_key = tree_key(failing) if failing else None
     for source, value in entry.items():
@@ -587,7 +506,7 @@ def tensor_mismatch(entry: TensorTable, call: TensorTable) -> str | None:
 
 
 def guard_text_short(guard: Guard) -> str:
-    from diag.guards import condition_text
+    from diag.trace.guards import condition_text
 
     return condition_text(guard.raw) or f"{guard.kind} on {guard.source}"
 
@@ -603,7 +522,7 @@ _SHOWN_OTHERS = 3
 
 def guard_condition(guard: Guard) -> str:
     """A guard's condition as reports quote it (first line, at most 200 characters)."""
-    from diag.guards import condition_text
+    from diag.trace.guards import condition_text
 
     lines = condition_text(guard.raw).splitlines()
     text = lines[0] if lines else ""
@@ -737,7 +656,7 @@ def _module_word(guard: Guard) -> str:
 
 def recompile_claim(run: RunData, item: Compile, frame: str) -> dict[str, Any]:
     """A compile as a claim (docs/FINDINGS.md): `recompile` with its cause, or `compile`."""
-    from diag.claims import claim
+    from diag.evidence.claims import claim
 
     cause = recompile_cause(run, item)
     extra: dict[str, Any] = (

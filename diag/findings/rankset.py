@@ -7,6 +7,7 @@ become `a-b`; two stay `a, b`, so two-rank wording is unchanged.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 
@@ -39,3 +40,16 @@ def rank_tags(ranks: Iterable[int]) -> str:
     if len(values) == 1:
         return f"rank{values[0]}"
     return "ranks" + rank_list(values).replace(" ", "")
+
+
+def tag_ranks(tag: str) -> set[int] | None:
+    """The ranks of an id's process part (`rank5`, `ranks0-31,33-63`, as rank_tags writes
+    them), or None when it names no ranks (`proc0`, empty)."""
+    match = re.fullmatch(r"ranks?(\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*)", tag)
+    if match is None:
+        return None
+    ranks: set[int] = set()
+    for part in match.group(1).split(","):
+        low, _, high = part.partition("-")
+        ranks.update(range(int(low), int(high or low) + 1))
+    return ranks

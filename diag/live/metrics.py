@@ -3,7 +3,7 @@
 A server recorded for days is not analyzed every minute; its fleet's monitoring scrapes
 counters. These are read off the event files as they grow (`EventTail`: only the complete lines
 appended since the last read), by whoever serves them: `diag record --metrics-port PORT`
-(diag/metrics_server.py, in the launcher: the program is not touched) or, with
+(diag/live/server.py, in the launcher: the program is not touched) or, with
 `--metrics-join`, the program's own Prometheus registry (collectors/metrics_join.py, in the
 recorded process, reading its own event file when scraped). One reading, one set of rules:
 
@@ -30,12 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from diag.printable import label
-from diag.spikes import is_spike
-from diag.stats import MIN_STEPS, sample
+from diag.evidence.spikes import is_spike
+from diag.evidence.stats import MIN_STEPS, sample
 from diag.trace import jsontext
 from diag.trace.confine import OutsideTrace, open_regular
 from diag.trace.format import EVENTS_FILE, RUNS_DIR
+from diag.trace.printable import label
 
 #: Label values are cut to this many characters (a task id is chosen by a client).
 MAX_LABEL = 96

@@ -11,60 +11,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
-from diag.printable import printable
 from diag.trace import schema as ev
 from diag.trace.confine import (
-    MAX_NOTES_BYTES,
     OutsideTrace,
     checked_file,
-    open_regular,
-    read_small,
 )
-from diag.trace.format import BOOTSTRAP_ERRORS, EVENTS_FILE, RUNS_DIR, process_event_files
-from diag.trace.lines import Tally, Unknown, decode_object, read_events
-
-
-def iter_events(path: Path) -> Iterator[dict[str, Any]]:
-    """Each event of a JSONL event file as the dict written, when it is valid against its
-    kind's schema (diag.trace.schema); a torn or corrupt line is skipped."""
-    try:
-        handle = open_regular(path, follow=False)  # a FIFO or a link is not an event file
-    except (OSError, OutsideTrace):
-        return
-    with handle:
-        for line in handle:
-            event = decode_event(line)
-            if event is not None:
-                yield event
-
-
-def decode_event(line: bytes) -> dict[str, Any] | None:
-    """One event line as the dict written, or None for a torn or corrupt line."""
-    event = decode_object(line)
-    if isinstance(event, str):
-        return None
-    schema = ev.SCHEMAS.get(str(event.get("ev")))
-    try:
-        if schema is not None:
-            msgspec.convert(event, schema, strict=True)
-    except (msgspec.ValidationError, RecursionError):
-        return None
-    return event
-
-
-def read_notes(run_path: Path, root: Path | None = None) -> list[str]:
-    """The lines of a run's bootstrap-errors.txt (none when absent), read only when it is a
-    regular file inside the trace (diag.trace.confine)."""
-    path = run_path / BOOTSTRAP_ERRORS
-    if not path.exists():
-        return []
-    try:
-        text = read_small(root or run_path, path, MAX_NOTES_BYTES, BOOTSTRAP_ERRORS)
-    except OutsideTrace:
-        return []
-    return [line for line in text.decode("utf-8", "replace").splitlines() if line.strip()]
+from diag.trace.format import EVENTS_FILE, RUNS_DIR, process_event_files
+from diag.trace.lines import Tally, Unknown, read_events, read_notes
+from diag.trace.printable import printable
 
 
 @dataclass
@@ -198,8 +152,9 @@ class RunSummary:
         return f"after warmup: {counts}"
 
     def _not_seen(self) -> list[str]:
-        """What diag could not see in this run, and how to show it (diag.status has the rest)."""
-        from diag.status import HOW_STEPS, HOW_WARMUP
+        """What diag could not see in this run, and how to show it (diag.evidence.status has the
+        rest)."""
+        from diag.evidence.status import HOW_STEPS, HOW_WARMUP
 
         if not self.processes:
             if self.bootstrap_errors:

@@ -8,14 +8,14 @@ same analyzer, severity, run, location and fix, the same id apart from its `@ran
 merged finding keeps the lowest rank's evidence (the representative), says `on 63 of 64 ranks:
 0-31, 33-63` in its title and first evidence line, writes a figure that differs across ranks as
 its range in the title (`took 840 ms to 861 ms`) and names the ranks at each end in evidence;
-its id ends `@ranks0-31,33-63` (diag.rankset.rank_tags), and `data` gains `on_ranks` and
+its id ends `@ranks0-31,33-63` (diag.findings.rankset.rank_tags), and `data` gains `on_ranks` and
 `rank_ids` (the per-rank ids it stands for).
 
 Anything else that differs (another guard or value, another severity, a cause one rank has and
 the others lack) keeps findings apart, so a problem of one rank is never folded into the
 others'; such a one-rank finding says its rank (`on rank 0 of 64`) when its id is merged on
 other ranks. rank-divergence compares ranks itself and is left as it is. `diag check` merges
-its live-compile violations the same way (merge_rank_violations).
+its live-compile violations the same way (diag.check.verdict.merge_rank_violations).
 """
 
 from __future__ import annotations
@@ -27,11 +27,10 @@ from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from diag.findings import Finding
-from diag.rankset import rank_list, rank_tags, ranks_text
+from diag.findings.model import Finding
+from diag.findings.rankset import rank_list, rank_tags, ranks_text
 
 if TYPE_CHECKING:
-    from diag.check.verdict import Violation
     from diag.trace.run import Trace
 
 #: Analyzers whose findings already compare ranks (one finding names many ranks).
@@ -142,19 +141,6 @@ def on_ranks(ranks: Iterable[int], world: int | None) -> str:
     if world:
         return f"on {len(values)} of {world} ranks: {rank_list(values)}"
     return f"on {ranks_text(values)}"
-
-
-def tag_ranks(tag: str) -> set[int] | None:
-    """The ranks of an id's process part (`rank5`, `ranks0-31,33-63`: diag.rankset.rank_tags),
-    or None when it names no ranks (`proc0`, empty)."""
-    match = re.fullmatch(r"ranks?(\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*)", tag)
-    if match is None:
-        return None
-    ranks: set[int] = set()
-    for part in match.group(1).split(","):
-        low, _, high = part.partition("-")
-        ranks.update(range(int(low), int(high or low) + 1))
-    return ranks
 
 
 def _skeleton(text: str) -> str:
@@ -335,22 +321,3 @@ def _merged_finding(members: list[Finding], merged: Merged) -> Finding:
         # Each rank's claims stay checkable: the merged text stands for all of them.
         claims=[c for m in members for c in m.claims],
     )
-
-
-# --- check violations ---------------------------------------------------------------------------
-
-
-def merge_rank_violations(
-    items: list[tuple[Violation, int | None]], world: int | None
-) -> list[Violation]:
-    """`diag check`'s violations of one run, each with its process's rank (None: no rank),
-    those alike on several ranks merged into one that names them."""
-    entries = [Entry(rank, (v.location, v.key), v.message, v.evidence) for v, rank in items]
-    out = []
-    for merged in merge_entries(entries, world):
-        head = items[merged.indexes[0]][0]
-        if len(merged.indexes) == 1:
-            out.append(head)
-        else:
-            out.append(dataclasses.replace(head, message=merged.title, evidence=merged.evidence))
-    return out

@@ -1,7 +1,8 @@
 """Every guard kind Dynamo can emit, in one table: what it means in the program's terms and the
 fixes that remove the recompile (issue 35, "the guard vocabulary is torch's").
 
-Standard library only, like diag.guards, which decides a failure's check from this table: the
+Standard library only, like diag.trace.guards, which decides a failure's check from this table:
+the
 compile collector runs inside the recorded program.
 
 Read from torch 2.6, 2.7, 2.13, 2.14 and 2.15 (torch/_dynamo/guards.py: each `GuardBuilder`
@@ -10,7 +11,8 @@ libtorch_python and guards.cpp, `GlobalStateGuard`'s fields), and from the failu
 compiles of the guard-kind program wrote on each. `builders` names
 what torch calls the check, so tests/unit/test_guard_vocabulary.py can fail on a builder, leaf
 guard or global-state field of the installed torch that no entry names. docs/GUARDS.md is
-rendered from this table (`python -m diag.guard_vocabulary > docs/GUARDS.md`), and a test keeps
+rendered from this table (`python -m diag.trace.guard_vocabulary > docs/GUARDS.md`), and a test
+keeps
 the two in sync.
 
 A fix's `verified_by` names the family of bench/fidelity_kit/guard_kinds.py that applies it to a
@@ -31,7 +33,8 @@ class Fix:
 
 @dataclass(frozen=True)
 class GuardCheck:
-    """One kind of guard: `name` is diag's, `family` the coarse diag.guards.GuardKind analyzers
+    """One kind of guard: `name` is diag's, `family` the coarse diag.trace.guards.GuardKind
+    analyzers
     group by, `builders` torch's names for it, `examples` failure texts as torch writes them."""
 
     name: str
@@ -853,8 +856,9 @@ def render_markdown() -> str:
     """docs/GUARDS.md, from the table."""
     intro = (
         "Every guard kind Dynamo can emit, as diag classifies it: what it means in the "
-        "program's terms and the fixes. Generated from `diag/guard_vocabulary.py` by "
-        "`python -m diag.guard_vocabulary > docs/GUARDS.md`; tests/unit/test_guard_vocabulary.py "
+        "program's terms and the fixes. Generated from `diag/trace/guard_vocabulary.py` by "
+        "`python -m diag.trace.guard_vocabulary > docs/GUARDS.md`; "
+        "tests/unit/test_guard_vocabulary.py "
         "fails when this file and the table differ, and when the installed torch has a guard "
         "builder, C++ leaf guard or GLOBAL_STATE field that no entry names (checked on torch "
         "2.15, 2.14, 2.13, 2.7 and 2.6; 2.8 to 2.12 were not at hand). A fix marked *verified* is "

@@ -3,7 +3,8 @@ the entries' guard trees, said in the program's terms.
 
 Why: `tensor 'temb' dispatch key set mismatch` is torch's record; "warmup ran under
 torch.inference_mode(); serving runs under no_grad" is what the user changes. Each rule below
-reads one guard kind and says only what that record shows (diag.causes decides which guard).
+reads one guard kind and says only what that record shows (diag.evidence.causes decides which
+guard).
 """
 
 from __future__ import annotations
@@ -11,11 +12,11 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from diag.guards import tree_key
+from diag.trace.guards import tree_key
 from diag.trace.run import Compile, RunData
 
 if TYPE_CHECKING:
-    from diag.causes import EntryTable, RecompileCause
+    from diag.evidence.cause_model import EntryTable, RecompileCause
 
 _DISPATCH = re.compile(
     r"dispatch key set mismatch\. expected DispatchKeySet\((?P<expected>[^)]*)\), "
@@ -163,7 +164,7 @@ def _value_change(
     old: str,
     new: str,
 ) -> str | None:
-    from diag.causes import ONLY_ENTRY, SAME_STEP
+    from diag.evidence.cause_model import ONLY_ENTRY, SAME_STEP
 
     module_int = source.startswith("self.") and new.lstrip("-").isdigit()
     if not module_int and cause.why != SAME_STEP:
@@ -264,7 +265,7 @@ _VOCABULARY_FAMILIES = frozenset(
 def vocabulary_fix(raw: str, source: str | None, frame: str) -> str:
     """The fix docs/GUARDS.md gives for this failure's check: the fixes the guard-kind harness
     saw remove the recompile, or "no verified fix" with the options."""
-    from diag.guards import guard_entry
+    from diag.trace.guards import guard_entry
 
     entry = guard_entry(raw)
     what = f" (`{source}`)" if source else ""

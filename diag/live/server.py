@@ -1,4 +1,4 @@
-"""`diag record --metrics-port PORT`: the live counters (diag/live_metrics.py) over HTTP.
+"""`diag record --metrics-port PORT`: the live counters (diag/live/metrics.py) over HTTP.
 
 Served by the launcher, not the recorded program: nothing runs in the program's processes,
 every process (ranks, workers, the eager baseline) is counted, and the program cannot be
@@ -6,7 +6,7 @@ affected by a port already taken (diag warns and records without it). A scrape o
 reads the lines appended to the event files since the last scrape, so the counters are as
 fresh as the last event written. Binds 127.0.0.1 unless `--metrics-host` says otherwise.
 
-The server's threads block the signals the launcher forwards to the program (diag/launcher.py
+The server's threads block the signals the launcher forwards to the program (diag/record/launcher.py
 waits for them with sigtimedwait in its main thread): a Ctrl-C or `kill -INT` of diag's pid
 must reach that wait, not a thread of this server.
 
@@ -21,7 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from diag.live_metrics import EventTail, LiveCounters
+from diag.live.metrics import EventTail, LiveCounters
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _BLOCKED = tuple(

@@ -19,9 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from diag.endings import UNFINISHED, handler_exits, shutdown_detail, unfinished_messages
-from diag.printable import one_line
-from diag.processes import boot_id, is_alive
+from diag.evidence.endings import UNFINISHED, handler_exits, shutdown_detail, unfinished_messages
 from diag.trace.format import (
     BOOTSTRAP_ERRORS,
     FORMAT_NAME,
@@ -32,6 +30,8 @@ from diag.trace.format import (
     STATUS_RUNNING,
 )
 from diag.trace.numerals import parse_int
+from diag.trace.printable import one_line
+from diag.trace.processes import boot_id, is_alive
 from diag.trace.run import Event, Process, RunData, Trace
 
 # Notice kinds (docs/FINDINGS.md).
@@ -431,7 +431,7 @@ def _teardown_notice(trace: Trace, status: RecordingStatus) -> Notice | None:
 
 
 def bootstrap_errors(run: RunData) -> list[str]:
-    from diag.summary import read_notes
+    from diag.trace.lines import read_notes
 
     return read_notes(run.folder, run.root)
 
@@ -466,9 +466,9 @@ def _paused_notice(run: RunData) -> Notice | None:
 
 
 def _diag_paused_notice(run: RunData) -> Notice | None:
-    """How long diag's profiler windows held the program's thread (diag/own_pauses.py), and
+    """How long diag's profiler windows held the program's thread (diag/evidence/own_pauses.py), and
     which steps a program's own timer charges it to (left out of bench figures)."""
-    from diag.own_pauses import window_pauses
+    from diag.evidence.own_pauses import window_pauses
 
     pauses = window_pauses(run)
     if not pauses:
@@ -762,7 +762,8 @@ def _rotated_notice(run: RunData) -> Notice | None:
 
 
 def _with_shutdowns(trace: Trace, status: RecordingStatus) -> RecordingStatus:
-    """A process stopped by its own shutdown handler (diag.endings) is how it ended: say so."""
+    """A process stopped by its own shutdown handler (diag.evidence.endings) is how it ended: say
+    so."""
     details = [d for run in trace.subject_runs if (d := shutdown_detail(run))]
     if not details:
         return status
@@ -815,7 +816,7 @@ def _warmup_notice(run: RunData) -> list[Notice]:
 
 def status_lines(visibility: Visibility) -> list[str]:
     """The head of a text rendering: the status, then each notice with how to show it."""
-    # Each on its own line, whatever a trace's name in it holds (diag.printable).
+    # Each on its own line, whatever a trace's name in it holds (diag.trace.printable).
     lines = [f"recording: {one_line(visibility.status.detail)}"]
     for notice in visibility.notices:
         lines.append(f"NOTICE  {one_line(notice.message)}")

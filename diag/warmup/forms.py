@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from diag.errors import DiagError
-from diag.warmup_plan import VARIANT, WarmupPlan
+from diag.warmup.plan import VARIANT, WarmupPlan
 
 FORMS = ("text", "json", "lightx2v", "diffusers", "fixture")
 

@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from diag.errors import DiagError
-from diag.trace.run import Trace, load_trace
-from diag.warmup_forms import distinct_shapes, fixture_shapes
-from diag.warmup_plan import WarmupPlan
+from diag.trace.load import load_trace
+from diag.trace.run import Trace
+from diag.warmup.forms import distinct_shapes, fixture_shapes
+from diag.warmup.plan import WarmupPlan
 
 WARMUP_ENV = "DIAG_WARMUP_SHAPES"
 LIVE_ENV = "DIAG_LIVE_SHAPES"

@@ -16,8 +16,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal, TypeAlias, cast
 
-from diag.guard_vocabulary import GuardCheck
-from diag.guard_vocabulary import entry as vocabulary_entry
+from diag.trace.guard_vocabulary import GuardCheck
+from diag.trace.guard_vocabulary import entry as vocabulary_entry
 from diag.trace.numerals import parse_int
 
 GuardKind = Literal[
@@ -497,7 +497,8 @@ _RULES = (
 )
 
 
-# --- the check: which entry of diag.guard_vocabulary a failure is --------------------------------
+# --- the check: which entry of diag.trace.guard_vocabulary a failure is
+# --------------------------------
 
 _GLOBAL_PARTS = (
     ("grad_mode", "grad-mode"),
@@ -580,7 +581,8 @@ _HOOKS = re.compile(r"\._(?:forward|backward|forward_pre|backward_pre|state_dict
 
 @functools.lru_cache(maxsize=4096)
 def guard_check(text: str) -> str:
-    """The name of diag.guard_vocabulary's entry for one failure text (`tensor-dispatch-keys`,
+    """The name of diag.trace.guard_vocabulary's entry for one failure text
+    (`tensor-dispatch-keys`,
     `module-attribute`, `grad-mode`, ...); "unknown" for a text of no known kind. Read off the
     raw text alone, so old traces classify as well as new ones."""
     try:
@@ -712,7 +714,8 @@ def guard_tree_tensors(tree: str) -> dict[str, dict[str, object]]:
     `{"dtype": "torch.float32", "device": "None", "size": [1, None, 24], "stride": [...]}`
     (None: a dynamic dimension). The newest entry was compiled for the call that recompiled,
     so its tensors are that call's: comparing an older entry's with them tells whether the older
-    entry could have served the call (diag.causes). Sources as recompile reasons write them."""
+    entry could have served the call (diag.evidence.causes). Sources as recompile reasons write
+    them."""
     found: dict[str, dict[str, object]] = {}
     for line in tree.splitlines():
         match = _TREE_LINE.match(line)
@@ -753,7 +756,7 @@ def guard_tree_values(tree: str) -> dict[str, str]:
     `self.step` -> `3` (EQUALS_MATCH), `fn` -> `id 1403...` (ID_MATCH), `self.use_cfg` ->
     `False` (FALSE_MATCH; TRUE_MATCH and NONE_MATCH alike). Like guard_tree_tensors:
     the newest entry's are the recompiling call's, so an older entry expecting another value
-    could not have served it (diag.causes)."""
+    could not have served it (diag.evidence.causes)."""
     found: dict[str, str] = {}
     # Identities, submodules' values and the frame's own values are capped apart: a module's
     # tree checks the id of every builtin and the config of every submodule before the int

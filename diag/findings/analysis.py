@@ -11,7 +11,7 @@ from pathlib import Path
 from types import ModuleType
 
 from diag.errors import DiagError
-from diag.findings import Finding
+from diag.findings.model import Finding
 from diag.trace.run import Trace
 
 #: Analyzers that read Kineto windows; the others need only the event files.
@@ -38,8 +38,8 @@ def preload_profiles(trace: Trace, only: list[str] | None = None, show: bool = T
     terminal, so the slow part of an analysis is visible and happens once."""
     if only is not None and not set(only) & set(KERNEL_ANALYZERS):
         return
-    from diag.progress import ProgressBar
     from diag.trace.profiles import step_profiles
+    from diag.trace.progress import ProgressBar
 
     with ProgressBar("reading profiler traces", force=False) as bar:
         for run in (trace.compiled, trace.reference):
@@ -51,8 +51,8 @@ def analyze(trace: Trace, only: list[str] | None = None) -> list[Finding]:
     check_names(only)
     preload_profiles(trace, only)
     findings: list[Finding] = _registry().run_analyzers(trace, only)
-    from diag.grouping import group_findings
-    from diag.rank_merge import merge_rank_findings, world_sizes
+    from diag.findings.grouping import group_findings
+    from diag.findings.rank_merge import merge_rank_findings, world_sizes
 
     return group_findings(merge_rank_findings(findings, world_sizes(trace)))
 
@@ -61,7 +61,7 @@ def analyze_trace(
     path: Path, only: list[str] | None = None, against: Path | None = None
 ) -> list[Finding]:
     """Analyze a trace directory (optionally against another one's run)."""
-    from diag.inputs import open_input
+    from diag.trace.inputs import open_input
 
     check_names(only)
     return analyze(open_input(path, against=against), only)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from diag.errors import DiagError
-from diag.stats import Sample, stands_out
+from diag.evidence.stats import Sample, stands_out
 from diag.trace.run import Event, Request, RunData, Step
 
 #: Step 0 is a spike at FACTOR x its request's steady median or more ...
@@ -37,7 +37,7 @@ FLOOR_S = 0.050
 def is_spike(step0: float, baseline: Sample) -> bool:
     """Step 0 against its request's other steps: FACTOR x their median, FLOOR_S more, slower
     than the slowest of them and clear of their spread. step0-spike and the live metrics
-    (diag/live_metrics.py) judge by it."""
+    (diag/live/metrics.py) judge by it."""
     return (
         step0 >= FACTOR * baseline.median
         and step0 - baseline.median >= FLOOR_S

@@ -74,7 +74,7 @@ def _escape(text: str, one_line: bool = False) -> str:
 
 
 def print_warnings(warnings: Iterable[str]) -> None:
-    """The reader's warnings (diag.inputs.input_warnings) on stderr, one `diag: warning:` line
+    """The reader's warnings (diag.trace.inputs.input_warnings) on stderr, one `diag: warning:` line
     each, as analyze, check and report print them."""
     for warning in warnings:
         print(f"diag: warning: {printable(warning, one_line=True)}", file=sys.stderr)

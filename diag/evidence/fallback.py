@@ -49,7 +49,7 @@ class EagerExtent:
         return self.how == CHECKED
 
     def claim(self, run: RunData, pid: int, frame: str) -> dict[str, object]:
-        from diag.claims import claim
+        from diag.evidence.claims import claim
 
         return claim(
             "eager-calls",

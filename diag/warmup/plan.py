@@ -2,7 +2,7 @@
 
 A pure function of the loaded traces (`plan_warmup`), read through what diag already decides:
 which compiles were live and what they cost (the Run model), why each recompiled
-(`diag.causes.recompile_cause`, so the plan reads better as causes do), which request-shape
+(`diag.evidence.causes.recompile_cause`, so the plan reads better as causes do), which request-shape
 dimension warmup never served (analyzers/live_compiles.py's coverage), and which finding explains
 a compile no warmup can prevent. The rules follow Dynamo under `dynamic=None` (docs/WARMUP.md):
 
@@ -25,8 +25,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from diag.causes import cause_short, recompile_cause
-from diag.frames import label as frame_label
+from diag.evidence.causes import cause_short, recompile_cause
+from diag.evidence.frames import label as frame_label
 from diag.trace.run import Compile, Request, RunData, Trace
 
 Shape = tuple[int, ...]

@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from diag.errors import DiagError
-from diag.printable import one_line
-from diag.progress import ProgressCallback
-from diag.trace.run import Process, Request, RunData, Step, Trace, load_trace
+from diag.trace.load import load_trace
+from diag.trace.printable import one_line
+from diag.trace.progress import ProgressCallback
+from diag.trace.run import Process, Request, RunData, Step, Trace
 
 
 def open_input(

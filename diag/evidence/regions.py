@@ -65,7 +65,7 @@ class RegionComparison:
     steps: int
     swapped_attention: tuple[str, str] | None = None  # (reference backend, compiled backend)
     #: The region's seconds in each aligned step, per side: what a robust verdict of its cost
-    #: is taken from (diag.stats), where reference_s and compiled_s are means.
+    #: is taken from (diag.evidence.stats), where reference_s and compiled_s are means.
     reference_steps_s: tuple[float, ...] = ()
     compiled_steps_s: tuple[float, ...] = ()
     # Aligned steps during which the compiled run compiled: their time includes the compile.

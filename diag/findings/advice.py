@@ -3,7 +3,7 @@
 Why: a trace with no warmup marked has every compile-related finding end in the same paragraph
 on how to mark warmup; printed under each, it was ten copies of 400 characters. The analyzers
 write the whole text into their findings (the JSON, the TUI and the report keep it there); the
-text renderer (diag.findings) replaces each copy by a pointer to its name and prints the text
+text renderer (diag.findings.model) replaces each copy by a pointer to its name and prints the text
 once at the end.
 """
 

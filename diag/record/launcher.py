@@ -24,8 +24,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from diag.errors import DiagError
-from diag.output import default_output, prepare_output, start_trace
-from diag.processes import boot_id, process_start_ticks
+from diag.record.output import default_output, prepare_output, start_trace
 from diag.trace.format import (
     ENV_GUARD_CHECKS,
     ENV_MAX_SIZE,
@@ -46,6 +45,7 @@ from diag.trace.format import (
     run_dir,
 )
 from diag.trace.manifest import ManifestWriter, new_manifest
+from diag.trace.processes import boot_id, process_start_ticks
 from diag.trace.reserve import free_all_reserves, free_reserve
 from diag.trace.stops import run_truncation
 
@@ -328,7 +328,7 @@ def record(options: RecordOptions) -> tuple[Path, list[RunOutcome]]:
             break  # no baseline of a run that failed, nor onto a disk that is full
     manifest["status"] = outcomes[0].status if len(outcomes) == 1 else _overall(outcomes)
     manifest["ended"] = _iso_now()
-    from diag.summary import process_versions
+    from diag.record.summary import process_versions
 
     with contextlib.suppress(OSError):  # an unreadable event file: the versions stay unknown
         manifest["versions"] = process_versions(trace_dir)

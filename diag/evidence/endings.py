@@ -6,14 +6,14 @@ says which signal's handler called it, and such a process is "stopped by its shu
 not cut short. Whatever a process began and never ended (diag.trace.inflight: a request, a
 step, a compile, a profiler window, a CUDA-graph recording) is named in one notice per process.
 
-diag.status calls these; standard library only (`diag check` imports it).
+diag.evidence.status calls these; standard library only (`diag check` imports it).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from diag.request_names import request_name
+from diag.evidence.request_names import request_name
 from diag.trace.run import Event, RunData
 
 UNFINISHED = "unfinished"

@@ -25,8 +25,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
-from diag.findings import Finding
-from diag.printable import one_line
+from diag.findings.model import Finding
+from diag.findings.rankset import tag_ranks
+from diag.trace.printable import one_line
 
 #: Who heads a group: the cause before its consequences.
 HEADLINE_ORDER = (
@@ -145,7 +146,7 @@ def _same_place(head: Finding, other: Finding) -> bool:
 
 def _same_process(head: Finding, other: Finding) -> bool:
     """Same process and run, or `other` on some of the ranks `head` holds on: a problem merged
-    across ranks (diag.rank_merge) heads the echo one of its ranks has alone."""
+    across ranks (diag.findings.rank_merge) heads the echo one of its ranks has alone."""
     mine, theirs = _process(head), _process(other)
     if mine == theirs:
         return True
@@ -153,8 +154,6 @@ def _same_process(head: Finding, other: Finding) -> bool:
     other_tag, _, other_run = theirs.partition("@")
     if run != other_run:
         return False
-    from diag.rank_merge import tag_ranks
-
     ranks, other_ranks = tag_ranks(tag), tag_ranks(other_tag)
     return ranks is not None and other_ranks is not None and other_ranks <= ranks
 
