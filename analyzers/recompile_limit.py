@@ -21,11 +21,11 @@ from diag.evidence.causes import (
     guard_condition,
     recompile_cause,
 )
-from diag.evidence.change import change_fix
+from diag.evidence.change import change_fix, is_zero_one
 from diag.evidence.claims import claim
 from diag.evidence.fallback import EagerExtent, eager_extent, spots_text
 from diag.evidence.frames import label as frame_label
-from diag.evidence.settings import settings_at
+from diag.evidence.settings import Setting, settings_at
 from diag.findings.advice import HOW_TO_MARK
 from diag.findings.model import Finding
 from diag.trace.run import Compile, Event, Frame, RunData, Step, Trace
@@ -167,21 +167,47 @@ def _finding(
     )
     limit = settings_at(run, event.pid, event.t).get("recompile_limit")
     lowered = limit if limit is not None and limit.changed else None
-    return Finding(
-        id=f"{ANALYZER}:{name}" + (f":{index + 1}" if index else "") + _id_suffix(run, event.pid),
-        analyzer=ANALYZER,
-        severity="error",
-        title=f"{name} hit the recompile limit at {where}: {_title_extent(extent)}"
-        + (f" ({because})" if because else "")
-        + (f"; {lowered.phrase()}" if lowered is not None else ""),
-        evidence=evidence,
-        fix=(
+    automatic = settings_at(run, event.pid, event.t).get("automatic_dynamic_shapes")
+    static = compile_options(run, event.pid, frame).get("dynamic") is False or (
+        automatic is not None and automatic.value is False
+    )
+    refused = _refused_by_lowered_limit(limit, held, cause, repeated, static)
+    if refused is not None:
+        # The program's own limit is the cause: torch's default would have compiled this call.
+        evidence.insert(
+            1,
+            f"under torch's default limit ({refused.default}) this call would have compiled "
+            f"entry {refused.value + 1} of {name}; the program's limit ({refused.value}) refused "
+            "it, so the calls no entry serves run eagerly",
+        )
+        # The change's first clause: the evidence line above the fix says the rest.
+        short = cause_short(cause).split(": ", 1)[0]
+        title = (
+            f"{name} hit the recompile limit at {where} because {refused.phrase()}: its entry "
+            f"{refused.value + 1} ({short}) was refused; {_title_extent(extent)}"
+        )
+        fix = _lowered_fix(refused, name, _fix(run, event.pid, frame, cause, raising=""))
+    else:
+        title = (
+            f"{name} hit the recompile limit at {where}: {_title_extent(extent)}"
+            + (f" ({because})" if because else "")
+            + (f"; {lowered.phrase()}" if lowered is not None else "")
+        )
+        fix = (
             f"{_capital(lowered.phrase())}: the frame stops compiling after {lowered.value} "
             "entries. "
             if lowered is not None
             else ""
+        ) + (
+            repeated_dimension_fix(repeated[0]) if repeated else _fix(run, event.pid, frame, cause)
         )
-        + (repeated_dimension_fix(repeated[0]) if repeated else _fix(run, event.pid, frame, cause)),
+    return Finding(
+        id=f"{ANALYZER}:{name}" + (f":{index + 1}" if index else "") + _id_suffix(run, event.pid),
+        analyzer=ANALYZER,
+        severity="error",
+        title=title,
+        evidence=evidence,
+        fix=fix,
         location=frame.location if frame is not None else None,
         run=run.label,
         data={
@@ -202,6 +228,9 @@ def _finding(
             "compiled_calls": extent.compiled_calls if extent.known else None,
             "live_steps_after": len(after),
             "recompile_limit": limit.value if limit is not None else None,
+            "lowered_limit_refused": refused is not None,
+            # warmup-plan reads which finding explains a compile by its compile ids.
+            "compile_ids": [compile_id] if compile_id is not None else [],
         },
         claims=[
             claim(
@@ -214,6 +243,12 @@ def _finding(
                 request=rid,
                 step=step,
                 compile_id=compile_id,
+                limit={
+                    "setting": "recompile_limit",
+                    "value": limit.value if limit is not None else None,
+                    "default": limit.default if limit is not None else None,
+                    "cause": "lowered-setting" if refused is not None else None,
+                },
             ),
             extent.claim(run, event.pid, name),
         ],
@@ -343,11 +378,62 @@ def _fallback(run: RunData, event: Event, name: str) -> Event | None:
     return None
 
 
-def _fix(run: RunData, pid: int, frame: Frame | None, cause: RecompileCause | None) -> str:
-    raising = (
-        "Raising torch._dynamo.config.recompile_limit only hides it: every new value still "
-        "compiles, and the cache keeps growing."
-    )
+_RAISING = (
+    "Raising torch._dynamo.config.recompile_limit only hides it: every new value still "
+    "compiles, and the cache keeps growing."
+)
+
+
+def _refused_by_lowered_limit(
+    limit: Setting | None,
+    held: int | None,
+    cause: RecompileCause | None,
+    repeated: list[RepeatedDimension],
+    static: bool,
+) -> Setting | None:
+    """The program's lowered limit, when it is what refused this compile: torch's default would
+    have compiled it (the frame held fewer entries than the default), and the call needed an
+    entry a warmup request can give (a size 0/1, another variant, a module), not one per value
+    of a Python number, of a size the program keeps static (`dynamic=False`, automatic dynamic
+    off) or of a dimension that never generalised: there raising only postpones the hit."""
+    if limit is None or not limit.changed or cause is None or cause.guard is None or repeated:
+        return None
+    if static and cause.guard.kind in _SIZE_KINDS and not is_zero_one(cause):
+        return None
+    value, default = limit.value, limit.default
+    if not (isinstance(value, int) and isinstance(default, int) and value < default):
+        return None
+    if (held if held is not None else value) >= default:
+        return None
+    if _scalar_arguments(cause) or cause.guard.kind in _PER_VALUE_KINDS:
+        return None
+    return limit
+
+
+#: Guards whose every new value is a new entry: a higher limit only postpones the hit.
+_PER_VALUE_KINDS = ("python-value", "container-length", "container-keys", "object-identity")
+
+
+def _lowered_fix(limit: Setting, name: str, then: str) -> str:
+    """Raise the lowered limit so the call compiles, then move that compile into warmup (tried
+    on tests/integration/test_lowered_limit.py's program: no eager call, no live compile)."""
+    need = limit.value + 1
+    return (
+        f"{_capital(limit.phrase())}, and {name} needs at least {need} entries: the "
+        f"{limit.value} it holds and one for this call. Raise the limit to {need} or more (or "
+        f"drop the setting: torch's default is {limit.default}) so the call compiles instead of "
+        "running eagerly; warmup alone cannot help, its compiles count against the same limit. "
+        f"Then move that compile out of live traffic: {then}"
+    ).rstrip()
+
+
+def _fix(
+    run: RunData,
+    pid: int,
+    frame: Frame | None,
+    cause: RecompileCause | None,
+    raising: str = _RAISING,
+) -> str:
     guard = cause.guard if cause is not None else None
     if cause is not None and cause.new_module:
         return (

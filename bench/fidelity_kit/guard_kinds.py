@@ -33,10 +33,14 @@ class KindFamily:
     name: str
     check: str  # the vocabulary entry torch's failure must classify as
     code: str  # body of run_<name>(fixed, seed) -> list of tensors
+    #: The planted recompile is refused by a recompile limit the program lowered: torch's
+    #: record is its recompile-limit hit, diag's claim a recompile-limit finding naming the
+    #: lowered setting as the cause; the fix must leave no hit.
+    lowered_limit: bool = False
 
 
-def _family(name: str, check: str, code: str) -> KindFamily:
-    return KindFamily(name, check, code.strip("\n"))
+def _family(name: str, check: str, code: str, lowered_limit: bool = False) -> KindFamily:
+    return KindFamily(name, check, code.strip("\n"), lowered_limit)
 
 
 FAMILIES: tuple[KindFamily, ...] = (
@@ -75,6 +79,33 @@ FAMILIES: tuple[KindFamily, ...] = (
     finally:
         config.automatic_dynamic_shapes = before
 """,
+    ),
+    # The program lowered the recompile limit; serving needs one entry more (another dtype):
+    # torch refuses the compile and the call runs eagerly. The fix diag prints: raise the limit
+    # (here: leave the harness's own), then warm that variant up.
+    _family(
+        "setting_recompile_limit_lowered",
+        "tensor-dtype",
+        """
+    config = torch._dynamo.config
+    name = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
+    before = getattr(config, name)
+    if not fixed:
+        setattr(config, name, 2)  # the program lowered it
+    try:
+        def fn(latents_lim):
+            return latents_lim * 2 + 1
+        f = compile_fn(fn)
+        f(data(3, 4))
+        f(data(3, 4).double())
+        if fixed:
+            f(data(3, 4).to(torch.bfloat16))
+        serve_start()
+        return [f(data(3, 4)), f(data(3, 4).to(torch.bfloat16))]
+    finally:
+        setattr(config, name, before)
+""",
+        lowered_limit=True,
     ),
     _family(
         "setting_dynamic_false",
@@ -559,7 +590,7 @@ import sys
 
 import torch
 import torch._dynamo
-from torch._dynamo.utils import guard_failures
+from torch._dynamo.utils import counters, guard_failures
 
 BACKEND = "aot_eager"
 GLOBAL_SCALE = 1
@@ -579,9 +610,15 @@ def _reasons():
     return [r for rs in guard_failures.values() for r in rs]
 
 
+def _limit_hits():
+    """Torch's own count of compiles a recompile limit refused (a graph break it records)."""
+    return sum(n for k, n in counters["unimplemented"].items() if "recompile limit" in k)
+
+
 def serve_start():
     """Serving starts: its inputs are the same whatever warmup drew (a fix may warm up more)."""
     _SERVE["at"] = len(_reasons())
+    _SERVE["limit_at"] = _limit_hits()
     _GEN.manual_seed(_SERVE["seed"] + 7919)
 
 '''
@@ -598,6 +635,7 @@ def main():
     for name in names:
         torch._dynamo.reset()
         guard_failures.clear()
+        counters.clear()
         _GEN.manual_seed(seed)
         _SERVE.clear()
         _SERVE["seed"] = seed
@@ -611,6 +649,7 @@ def main():
         results[name] = {
             "warmup": reasons[:at],
             "serve": reasons[at:],
+            "serve_limit_hits": _limit_hits() - _SERVE.get("limit_at", 0),
             "outputs": [o.detach().double().flatten().tolist() for o in outputs],
             "error": error,
         }
@@ -640,6 +679,10 @@ class KindResult:
     torch_serve: list[str] = field(default_factory=list)
     diag_checks: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: Lowered-limit families: torch's serving limit hits, and diag's recompile-limit findings
+    #: that name the lowered setting as the cause (None: not scored).
+    torch_limit_hits: int | None = None
+    diag_lowered_limit: int | None = None
 
 
 def _run(cmd: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
@@ -736,12 +779,44 @@ def score(work: Path, families: list[KindFamily], record: bool = True) -> list[K
             bool(result.torch_serve)
             and not theirs.get("serve")
             and not theirs.get("error")
+            and not theirs.get("serve_limit_hits")
             and _same(theirs.get("outputs", []), mine.get("outputs", []))
         )
         if theirs.get("serve"):
             result.notes.append(f"fixed run still recompiles: {theirs['serve'][0][:200]}")
+        if family.lowered_limit:
+            _score_lowered_limit(result, mine, theirs, work / "trace" if record else None)
         results.append(result)
     return results
+
+
+def _score_lowered_limit(
+    result: KindResult, mine: dict[str, Any], theirs: dict[str, Any], trace: Path | None
+) -> None:
+    """Torch's serving limit hits beside diag's recompile-limit findings that name the lowered
+    setting as the cause (claims `limit.cause == "lowered-setting"`)."""
+    result.torch_limit_hits = int(mine.get("serve_limit_hits") or 0)
+    if not result.torch_limit_hits:
+        result.notes.append("torch recorded no recompile-limit hit in serving")
+    if theirs.get("serve_limit_hits"):
+        result.notes.append("fixed run still hits the recompile limit")
+    if trace is None:
+        return
+    from diag.analyzers import run_analyzers
+    from diag.trace.load import load_trace
+
+    findings = run_analyzers(load_trace(trace), ["recompile-limit"])
+    result.diag_lowered_limit = sum(
+        1
+        for f in findings
+        for c in f.claims
+        if c.get("kind") == "recompile-limit"
+        and (c.get("limit") or {}).get("cause") == "lowered-setting"
+    )
+    result.notes.append(
+        f"recompile-limit hits in serving: torch {result.torch_limit_hits}, diag's findings "
+        f"naming the lowered limit as the cause {result.diag_lowered_limit}"
+    )
 
 
 def report(results: list[KindResult], per_seed: int = 1) -> str:

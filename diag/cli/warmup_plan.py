@@ -23,8 +23,9 @@ examples:
 --warmup-shapes and --requests; any other program through DIAG_WARMUP_SHAPES and
 DIAG_LIVE_SHAPES, read with diag.api.warmup_shapes() and diag.api.live_shapes()).
 
-exit codes: 0 plan printed (with --verify: no live compile in the replay), 1 the replay still
-compiled live, 2 usage error or unreadable trace
+exit codes: 0 plan printed (with --verify: no live compile and no recompile-limit hit in the
+replay), 1 the replay still compiled live or hit the recompile limit, 2 usage error or
+unreadable trace
 """
 
 
@@ -68,7 +69,7 @@ class WarmupPlanCommand:
             print()
             print(result.text())
         sys.stdout.flush()
-        return 0 if not result.live_compiles else 1
+        return 0 if result.passed else 1
 
 
 def _options(parser: argparse.ArgumentParser, defaults: bool = True) -> None:

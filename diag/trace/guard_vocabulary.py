@@ -181,6 +181,12 @@ VOCABULARY: tuple[GuardCheck, ...] = (
         (
             Fix("Cast to the compiled dtype before the call (x.to(dtype))", "dtype"),
             Fix("Warm up each dtype the program serves"),
+            Fix(
+                "Where the program lowered torch._dynamo.config.recompile_limit and the frame "
+                "hit it: raise the limit (or drop the setting), then warm up each dtype the "
+                "program serves",
+                "setting_recompile_limit_lowered",
+            ),
         ),
         ("0/0: tensor 'x' dtype mismatch. expected Float, actual Double",),
     ),

@@ -133,9 +133,16 @@ def plan_text(plan: WarmupPlan) -> str:
         for item in frame.live:
             where = f"{item.request} step {item.step}"
             verdict = (
-                f"covered by request {item.covered_by + 1}"
+                f"NO WARMUP CAN PREVENT IT: {item.cannot}"
+                + (
+                    f"; then request {item.covered_by + 1} covers it"
+                    if item.covered_by is not None
+                    else ""
+                )
+                if item.cannot is not None
+                else f"covered by request {item.covered_by + 1}"
                 if item.covered_by is not None
-                else f"NO WARMUP CAN PREVENT IT: {item.cannot}"
+                else "not covered"
             )
             lines.append(
                 f"  - live compile {item.compile_id} at {where} ({_secs(item.duration_s)}): "

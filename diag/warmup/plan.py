@@ -25,8 +25,9 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from diag.evidence.causes import cause_short, recompile_cause
+from diag.evidence.causes import RecompileCause, cause_short, recompile_cause
 from diag.evidence.frames import label as frame_label
+from diag.evidence.settings import Setting, settings_at
 from diag.trace.run import Compile, Request, RunData, Trace
 
 Shape = tuple[int, ...]
@@ -163,6 +164,8 @@ class _Seen:
     #: Whether the process had a warmup: without one every first compile and every size
     #: recompile is what the dimension requests move out of traffic.
     warmed: bool = True
+    #: The recompile limit the program lowered, when it refused this compile.
+    limit: Setting | None = None
 
 
 def plan_warmup(
@@ -234,9 +237,10 @@ def plan_warmup(
     requests, varied = _dimension_requests(shapes, rank, dims, notes)
     _cost_dimension_requests(requests, warm_compiles, seen)
     for entry in seen:
-        _place(entry, requests, warm_shapes)
+        _place(entry, requests, warm_shapes, varied)
     dimensional = [i for i, r in enumerate(requests) if r.role in (SPECIALISE, GENERALISE)]
     frames = _frames(seen, warm_compiles, dimensional)
+    notes.extend(_limit_notes(frames, seen, warm_compiles))
     return WarmupPlan(
         dims=dims,
         varied=[dims[i] for i in varied],
@@ -282,34 +286,82 @@ def _classify(
     )
     entry = _Seen(run, where, item, shape, record, warmed=_warmup_known(run, item.pid))
     if item.result == "recompile_limit":
-        record.cause = "hit the recompile limit: the frame runs eagerly from here on"
-        record.cannot = (
-            "the frame reached its recompile limit (the program's setting, 8 unless it changed "
-            "it): warmup adds entries, it cannot remove the recompiles that fill the cache"
-        )
-        return entry
+        return _limit_hit(entry, cause, frame)
     if item.result == "failed":
         record.cannot = "the compile failed: see compile-failure"
         return entry
-    if cause is None:
-        entry.key = f"first:{frame}"
+    entry.key, record.cannot = _need(run, item, cause, frame)
+    return entry
+
+
+def _limit_hit(entry: _Seen, cause: RecompileCause | None, frame: str) -> _Seen:
+    """A call the recompile limit refused. Under a limit the program lowered, the entry it
+    needed still gets its plan request (`key`), for once the limit allows it; warmup alone
+    cannot prevent it, since warmup's compiles count against the same limit."""
+    record, item = entry.record, entry.item
+    needed = cause_short(cause) if cause is not None else ""
+    record.cause = "hit the recompile limit: calls that match none of its entries run eagerly" + (
+        f" (this one needed an entry: {needed})" if needed else ""
+    )
+    limit = settings_at(entry.run, item.pid, item.t).get("recompile_limit")
+    if limit is None or not _lowered(limit):
+        record.cannot = (
+            "the frame reached its recompile limit ("
+            + (limit.phrase() if limit is not None else "the program's setting, 8 unless changed")
+            + "): warmup adds entries, it cannot remove the recompiles that fill the cache"
+        )
         return entry
+    key, per_value = _need(entry.run, item, cause, frame)
+    if key == "dims" and _static_sizes(entry.run, item):
+        per_value = (
+            "the frame keeps sizes static (torch.compile(dynamic=False) or automatic dynamic "
+            "off): each new size compiles again whatever warmup served"
+        )
+    if per_value is not None:
+        record.cannot = f"{per_value} ({limit.phrase()}: a higher limit only postpones the hit)"
+        return entry
+    entry.key, entry.limit = key, limit
+    record.cannot = (
+        f"{limit.phrase()}: {frame} held {limit.value} entries and this call needed one more; "
+        "warmup's compiles count against the same limit, so no warmup keeps it compiled. "
+        f"Raise the limit to at least {limit.value + 1} (or drop the setting)"
+    )
+    return entry
+
+
+def _static_sizes(run: RunData, item: Compile) -> bool:
+    """Whether the program keeps this frame's sizes static: every new size is a new entry."""
+    options = importlib.import_module("diag.analyzers.recompiles").compile_options
+    automatic = settings_at(run, item.pid, item.t).get("automatic_dynamic_shapes")
+    return options(run, item.pid, item.frame).get("dynamic") is False or (
+        automatic is not None and automatic.value is False
+    )
+
+
+def _lowered(limit: Setting) -> bool:
+    value, default = limit.value, limit.default
+    return isinstance(value, int) and isinstance(default, int) and value < default
+
+
+def _need(
+    run: RunData, item: Compile, cause: RecompileCause | None, frame: str
+) -> tuple[str, str | None]:
+    """What a recompile needs of the plan: the variant key it joins (`dims`, `01:...`,
+    `first:...`), or why no warmup can prevent it."""
+    if cause is None:
+        return f"first:{frame}", None
     guard = cause.guard
     if guard is None:
-        record.cannot = (
+        return "", (
             "the evidence does not decide which guard failed, so no warmup can be planned for "
             "it (see the finding's evidence for each entry's failure)"
         )
-        return entry
     if cause.new_module:
-        entry.key = f"module:{frame}:{guard.source}"
-        return entry
+        return f"module:{frame}:{guard.source}", None
     if guard.kind in _SIZE_KINDS:
         if {guard.expected, guard.actual} & {"0", "1"}:
-            entry.key = f"01:{guard.source}:{guard.expected}:{guard.actual}"
-        else:
-            entry.key = "dims"
-        return entry
+            return f"01:{guard.source}:{guard.expected}:{guard.actual}", None
+        return "dims", None
     if guard.kind in _VALUE_KINDS:
         same_request = [
             c
@@ -323,23 +375,33 @@ def _classify(
             and other.guard.source == guard.source
         ]
         steps = {c.step for c in same_request}
-        record.cannot = (
+        return "", (
             f"the frame guards on a Python value ({guard.source or guard.kind}) that changes "
             + ("every step" if len(steps) > 1 else "from request to request")
             + ": each new value compiles again whatever warmup served; the fix is in the "
             "program (resolve the value outside the compiled frame or pass it as a tensor)"
         )
-        return entry
     # dtype, device, requires_grad, dispatch keys, grad mode, unknown: a variant of its own.
-    entry.key = f"variant:{guard.kind}:{guard.source}:{guard.expected}:{guard.actual}"
-    return entry
+    return f"variant:{guard.kind}:{guard.source}:{guard.expected}:{guard.actual}", None
 
 
-def _place(entry: _Seen, requests: list[PlannedRequest], warm: list[Shape]) -> None:
+def _same_but(planned: list[int], shape: Shape, varied: list[int]) -> bool:
+    """`planned` and `shape` differ only in dims the plan makes dynamic: one entry serves both
+    (the dimension requests run first, so the variant compiles with those dims dynamic)."""
+    return len(planned) == len(shape) and all(
+        a == b or i in varied for i, (a, b) in enumerate(zip(planned, shape, strict=True))
+    )
+
+
+def _place(
+    entry: _Seen, requests: list[PlannedRequest], warm: list[Shape], varied: list[int]
+) -> None:
     """Point a live compile at the plan request that covers it, adding a variant if needed."""
     record = entry.record
-    if record.cannot is not None:
+    if not entry.key:  # no warmup request can cover it
         return
+    # A refused compile cost nothing to speak of: its request's cost is not measured here.
+    measured = entry.limit is None
     ref = f"{record.compile_id} ({record.frame}, {record.request} in {record.trace})"
     shape = entry.shape
     if not entry.warmed and requests and entry.key.startswith("first:"):
@@ -374,10 +436,10 @@ def _place(entry: _Seen, requests: list[PlannedRequest], warm: list[Shape]) -> N
             and planned.variant_key is not None
             and planned.variant_key.startswith("dim01:")
             and shape is not None
-            and planned.shape == list(shape)
+            and _same_but(planned.shape, shape, varied)
         )
         if planned.role == VARIANT and joins:
-            _cover(planned, record, ref, index, add_cost=True)
+            _cover(planned, record, ref, index, add_cost=measured)
             return
     why = {
         "first": f"{record.frame} first compiled live: no warmup request reached it",
@@ -396,7 +458,7 @@ def _place(entry: _Seen, requests: list[PlannedRequest], warm: list[Shape]) -> N
         variant_key=entry.key,
     )
     requests.append(planned)
-    _cover(planned, record, ref, len(requests) - 1, add_cost=True)
+    _cover(planned, record, ref, len(requests) - 1, add_cost=measured)
 
 
 def _cover(
@@ -517,6 +579,31 @@ def _cost_dimension_requests(
             planned.cost_from = (
                 f"a recompile on a size guard of {len(resized)} frame(s) as recorded"
             )
+
+
+def _limit_notes(
+    frames: list[FramePlan], seen: list[_Seen], warm: list[tuple[RunData, Compile]]
+) -> list[str]:
+    """Frames whose plan compiles more entries than the recompile limit the program lowered:
+    the requests past the limit would run eagerly in warmup and again live."""
+    limits: dict[str, Setting] = {}
+    for run, item in [*warm, *((s.run, s.item) for s in seen)]:
+        limit = settings_at(run, item.pid, item.t).get("recompile_limit")
+        if limit is not None and _lowered(limit):
+            limits[frame_label(run, item.frame)] = limit
+    notes = []
+    for frame in frames:
+        limit = limits.get(frame.frame)
+        if limit is None or len(frame.requests) <= limit.value:
+            continue
+        needs = ", ".join(str(i + 1) for i in frame.requests)
+        notes.append(
+            f"{frame.frame}: this plan compiles it about {len(frame.requests)} times (requests "
+            f"{needs}), but {limit.phrase()}: past {limit.value} entries the frame stops "
+            "compiling, in warmup as live. Raise the limit to at least "
+            f"{len(frame.requests)} for this plan to hold"
+        )
+    return notes
 
 
 def _frames(

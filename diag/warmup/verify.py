@@ -41,6 +41,13 @@ class Verification:
     bench_verdict: str | None
     #: Variants a shape list cannot carry (their shape repeats an earlier request's): not applied.
     not_applied: list[str] = field(default_factory=list)
+    #: Recompile-limit hits in the replay (`frame compile_id at request step N`): calls past the
+    #: limit run eagerly without compiling, so "0 live compiles" alone would read as a pass.
+    limit_hits: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return not self.live_compiles and not self.limit_hits
 
     @property
     def added_s(self) -> float | None:
@@ -54,6 +61,12 @@ class Verification:
             f"  live compiles: {len(self.live_compiles)} (0 expected)",
         ]
         lines += [f"    - {item}" for item in self.live_compiles[:10]]
+        if self.limit_hits:
+            lines.append(
+                f"  recompile-limit hits: {len(self.limit_hits)} (0 expected; calls past the "
+                "limit ran eagerly: see recompile-limit in diag analyze)"
+            )
+            lines += [f"    - {item}" for item in self.limit_hits[:10]]
         if self.warmup_s is not None:
             added = self.added_s
             lines.append(
@@ -85,6 +98,7 @@ class Verification:
             "warmup_compile_s": self.warmup_compile_s,
             "bench_verdict": self.bench_verdict,
             "not_applied": self.not_applied,
+            "limit_hits": self.limit_hits,
         }
 
 
@@ -123,6 +137,12 @@ def verify(plan: WarmupPlan, recorded: Trace, command: list[str], output: Path) 
         for c in run.compiles
         if c.live and c.result not in _NOT_COMPILED
     ]
+    hits = [
+        f"{c.frame.name if c.frame else '?'} {c.compile_id} at {c.request_id} step {c.step}"
+        for run in replay.subject_runs
+        for c in run.compiles
+        if c.result == "recompile_limit"
+    ]
     compile_s = sum(
         c.duration_s or 0.0
         for run in replay.subject_runs
@@ -143,6 +163,7 @@ def verify(plan: WarmupPlan, recorded: Trace, command: list[str], output: Path) 
             for i, r in enumerate(plan.requests)
             if r.shape in [earlier.shape for earlier in plan.requests[:i]]
         ],
+        limit_hits=hits,
     )
 
 
