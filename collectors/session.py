@@ -1,8 +1,9 @@
 """The recording session inside one process: started by the bootstrap right after `import torch`.
 
-It owns the process's event file and installs the collectors. Everything here runs inside the
-user's program, so each collector is installed defensively: a failure is written to the trace as
-a `collector_error` event and the program carries on untouched.
+It owns the process's event file and installs the collectors (collectors/registry.py says which,
+in what order; they see the session through collectors/protocol.py). Everything here runs inside
+the user's program, so each collector is installed defensively: a failure is written to the trace
+as a `collector_error` event and the program carries on untouched.
 """
 
 from __future__ import annotations
