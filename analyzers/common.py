@@ -1,11 +1,12 @@
-"""Small helpers the analyzers share: how times read, and how findings name a process.
+"""Small helpers the analyzers share: how times read, how findings name a process, and what
+the recording knew about a process (its steps, its warmup, its compile options).
 
 Not an analyzer (it is not in the registry).
 """
 
 from __future__ import annotations
 
-from diag.trace.run import RunData
+from diag.trace.run import Frame, RunData
 
 
 def format_seconds(value: float) -> str:
@@ -30,3 +31,23 @@ def id_suffix(run: RunData, pid: int | None) -> str:
 def process_lines(run: RunData, pid: int) -> list[str]:
     tag = process_tag(run, pid)
     return [f"process {tag} (pid {pid})"] if tag else []
+
+
+def steps_known(run: RunData, pid: int) -> bool:
+    """Whether diag knows this process's requests and steps (an adapter, --step-fn, diag.api)."""
+    return any(request.pid == pid for request in run.requests)
+
+
+def warmup_known(run: RunData, pid: int) -> bool:
+    """Whether a warmup phase was identified in this process (a warmup request or compile)."""
+    return any(r.pid == pid and r.phase == "warmup" for r in run.requests) or any(
+        c.pid == pid and c.phase == "warmup" for c in run.compiles
+    )
+
+
+def compile_options(run: RunData, pid: int, frame: Frame | None) -> dict[str, object]:
+    """The torch.compile options the program gave this frame (`compile_options` events), or {}."""
+    for event in run.of("compile_options"):
+        if event.pid == pid and Frame.from_event(event.data.get("frame")) == frame:
+            return dict(event.data)
+    return {}

@@ -24,8 +24,7 @@ from diag.findings.model import Finding
 from diag.trace.run import Compile, Event, Request, RunData, Trace
 
 from .common import format_seconds as _secs
-from .common import id_suffix, process_lines
-from .recompiles import warmup_known
+from .common import id_suffix, process_lines, warmup_known
 
 ANALYZER = "cudagraphs"
 _MB = 1024 * 1024

@@ -29,8 +29,8 @@ from diag.findings.model import Finding
 from diag.trace.guards import condition_text
 from diag.trace.run import Compile, Frame, Guard, RunData, Trace
 
+from .common import compile_options, steps_known, warmup_known
 from .common import id_suffix as _id_suffix
-from .recompiles import compile_options, steps_known, warmup_known
 
 ANALYZER = "guard-churn"
 

@@ -48,7 +48,8 @@ from diag.trace.run import Compile, Frame, Guard, Request, RunData, Trace
 from .common import format_seconds as _secs
 from .common import id_suffix as _id_suffix
 from .common import process_lines as _tag_lines
-from .recompiles import repeated_dimension_fix, repeated_dimensions, warmup_known
+from .common import warmup_known
+from .recompiles import repeated_dimension_fix, repeated_dimensions
 
 ANALYZER = "live-compile"
 

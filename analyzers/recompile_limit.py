@@ -30,17 +30,11 @@ from diag.findings.advice import HOW_TO_MARK
 from diag.findings.model import Finding
 from diag.trace.run import Compile, Event, Frame, RunData, Step, Trace
 
+from .common import compile_options, steps_known, warmup_known
 from .common import format_seconds as _secs
 from .common import id_suffix as _id_suffix
 from .common import process_lines as _tag_lines
-from .recompiles import (
-    RepeatedDimension,
-    compile_options,
-    repeated_dimension_fix,
-    repeated_dimensions,
-    steps_known,
-    warmup_known,
-)
+from .recompiles import RepeatedDimension, repeated_dimension_fix, repeated_dimensions
 
 ANALYZER = "recompile-limit"
 

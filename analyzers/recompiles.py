@@ -37,9 +37,11 @@ from diag.findings.model import Finding
 from diag.trace.guards import condition_text
 from diag.trace.run import Compile, Frame, Guard, Process, RunData, Trace
 
+from .common import compile_options, steps_known, warmup_known
 from .common import format_seconds as _secs
 from .common import id_suffix as _id_suffix
 from .common import process_lines as _tag_lines
+from .guard_churn import churn_compiles
 
 ANALYZER = "recompiles"
 
@@ -57,18 +59,6 @@ _SYM_INDEX = re.compile(r"\.(?:size|stride)\(\)\[(\d+)\]")
 
 
 # --- what other analyzers ask ------------------------------------------------------------------
-
-
-def steps_known(run: RunData, pid: int) -> bool:
-    """Whether diag knows this process's requests and steps (an adapter, --step-fn, diag.api)."""
-    return any(request.pid == pid for request in run.requests)
-
-
-def warmup_known(run: RunData, pid: int) -> bool:
-    """Whether a warmup phase was identified in this process (a warmup request or compile)."""
-    return any(r.pid == pid and r.phase == "warmup" for r in run.requests) or any(
-        c.pid == pid and c.phase == "warmup" for c in run.compiles
-    )
 
 
 @dataclass
@@ -174,14 +164,6 @@ def automatic_dynamic_evidence(run: RunData, found: RepeatedDimension) -> str:
     )
 
 
-def compile_options(run: RunData, pid: int, frame: Frame | None) -> dict[str, object]:
-    """The torch.compile options the program gave this frame (`compile_options` events), or {}."""
-    for event in run.of("compile_options"):
-        if event.pid == pid and Frame.from_event(event.data.get("frame")) == frame:
-            return dict(event.data)
-    return {}
-
-
 def repeated_dimension_fix(found: RepeatedDimension) -> str:
     index = found.index if found.index is not None else "DIM"
     return (
@@ -242,9 +224,7 @@ def _analyze_run(run: RunData, recorded: bool) -> list[Finding]:
         if (found.pid, found.frame) in limited:
             continue  # recompile-limit's finding carries it as evidence
         findings.append(_repeated_finding(run, found, labels, clock))
-    from .guard_churn import churn_compiles  # guard-churn's own rule for what it reports
-
-    for compile_key, source in churn_compiles(run).items():
+    for compile_key, source in churn_compiles(run).items():  # guard-churn's own rule
         covered.setdefault(compile_key, f"guard-churn (`{source}`)")
     for pid in sorted({c.pid for c in run.compiles}):
         if steps_known(run, pid):

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from .torch_api import cache_entries, compiled_codes
 
 if TYPE_CHECKING:
-    from .session import Session
+    from .protocol import Session
 
 
 #: A step end snapshots the cache entries at least this often, compile or not.

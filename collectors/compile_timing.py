@@ -15,7 +15,7 @@ from diag.trace.compile_metrics import breakdown
 from .structured import listen
 
 if TYPE_CHECKING:
-    from .session import Session
+    from .protocol import Session
 
 _KEYS = ("compilation_metrics", "compilation_metrics_runtime")
 

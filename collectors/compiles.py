@@ -28,7 +28,7 @@ from .torch_api import intern_table
 from .userframes import innermost_user_frame
 
 if TYPE_CHECKING:
-    from .session import Session
+    from .protocol import Session
 
 _LIMIT_RE = re.compile(r"recompile[_ ]limit|cache_size_limit|cache size limit", re.IGNORECASE)
 _BREAK_AT_RE = re.compile(r"Graph break in user code at (?P<where>\S+)")

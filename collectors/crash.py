@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from .userframes import is_user_file
 
 if TYPE_CHECKING:
-    from .session import Session
+    from .protocol import Session
 
 MAX_MESSAGE = 8192
 _MAX_FRAMES = 12  # innermost frames kept whole (file, line, function)

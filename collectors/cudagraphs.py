@@ -23,7 +23,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .session import Session
+    from .protocol import Session
 
 #: The `cudagraphs` artifact loggers (torch names them `<module>.__cudagraphs`).
 LOGGERS = (

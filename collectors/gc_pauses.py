@@ -22,7 +22,7 @@ from . import hygiene
 from .hooks import ENV_FAULTS, InjectedFault
 
 if TYPE_CHECKING:
-    from .session import Session
+    from .protocol import Session
 
 #: A collection of a younger generation this long is recorded too.
 LONG_NS = 10_000_000

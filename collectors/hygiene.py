@@ -13,7 +13,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .session import Session
+    from .protocol import Session
 
 #: gc.collect() calls in progress: the collections they run are the program's own call, which
 #: gc_pauses.py leaves to the `gc_collect` event.

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from .torch_api import cache_entries, entry_compile_id, entry_passes, stance
 
 if TYPE_CHECKING:
-    from .session import Session
+    from .protocol import Session
 
 #: The stance under which a call that passes no cache entry runs eagerly, silently.
 EAGER_ON_RECOMPILE = "eager_on_recompile"

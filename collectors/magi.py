@@ -38,7 +38,7 @@ from .adapters import compiled_calls
 from .torch_api import cache_entries
 
 if TYPE_CHECKING:
-    from .session import Session
+    from .protocol import Session
 
 NOTE = (
     "magi_compile compiles each target once and then runs the captured bytecode without "

@@ -22,7 +22,7 @@ from diag.live.metrics import METRICS, EventTail, LiveCounters
 from diag.trace.format import EVENTS_FILE
 
 if TYPE_CHECKING:
-    from .session import Session
+    from .protocol import Session
 
 
 class DiagCollector:

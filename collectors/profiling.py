@@ -53,7 +53,7 @@ from diag.trace.format import KINETO_DIR, safe_name
 from .kineto_export import WindowExporter, WindowSkipped, save_json
 
 if TYPE_CHECKING:
-    from .session import Session
+    from .protocol import Session
     from .steps import StepTracker
 
 #: Set on the callables `mark` returns (functools.wraps carries it to outer wrappers).

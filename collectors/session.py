@@ -1,26 +1,28 @@
 """The recording session inside one process: started by the bootstrap right after `import torch`.
 
-It owns the process's event file and installs the collectors. Everything here runs inside the
-user's program, so each collector is installed defensively: a failure is written to the trace as
-a `collector_error` event and the program carries on untouched.
+It owns the process's event file and installs the collectors (collectors/registry.py says which,
+in what order; they see the session through collectors/protocol.py). Everything here runs inside
+the user's program, so each collector is installed defensively: a failure is written to the trace
+as a `collector_error` event and the program carries on untouched.
 """
 
 from __future__ import annotations
 
 import atexit
+import functools
 import importlib.metadata
 import os
 import sys
 import time
 import traceback
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from diag import __version__
 from diag.trace.events import EventWriter
 from diag.trace.format import (
     ENV_MAX_SIZE,
-    ENV_METRICS_JOIN,
     ENV_PROFILE,
     ENV_RUN_LABEL,
     ENV_STANCE,
@@ -35,7 +37,9 @@ from diag.trace.format import (
 )
 from diag.trace.processes import process_start_ticks
 
+from . import protocol
 from .hooks import INSTALL, Hooks
+from .registry import COLLECTORS
 
 _SESSION: Session | None = None
 
@@ -177,49 +181,32 @@ class Session:
         self._process_start()
         if self.stance == "force_eager":
             self.guarded("stance", torch.compiler.set_stance, "force_eager")
-        from . import cache, compile_timing, compiles, hygiene, profiling, shapes, steps
-        from .adapters import install_adapters
-
-        self.compiles = self.install("compiles", compiles.CompileCollector.install, self)
-        from .stances import Stances
-
-        self.install("stances", Stances.install, self)
-        self.cache = self.install("cache", cache.CacheCollector, self)
-        self.profiler = self.install("profiling", profiling.ProfilerWindows.install, self)
-        self.shapes = self.install("shapes", shapes.ShapeCollector.install, self)
-        self.install("compile_timing", compile_timing.CompileTiming.install, self)
-        from .trace_boundary import TraceBoundary
-
-        self.install("trace_boundary", TraceBoundary.install, self)
-        from .cudagraphs import CudaGraphCollector
-
-        self.install("cudagraphs", CudaGraphCollector.install, self)
-        from . import torch_trace_guard
-
-        self.install("torch_trace", torch_trace_guard.install, self)
-        self.steps = steps.StepTracker(self)
-        self.install("hygiene", hygiene.install, self)
-        from .gc_pauses import GcPauses
-
-        self.gc_pauses = self.install("gc_pauses", GcPauses.install, self)
-        from . import crash
-
-        self.install("crash", crash.install, self)
-        from . import shutdown
-
-        self.install("shutdown", shutdown.install, self)
-        if os.environ.get(ENV_METRICS_JOIN) == "1":
-            from . import metrics_join
-
-            self.install("metrics_join", metrics_join.install, self)
-        self.install("adapters", install_adapters, self)
-        from . import magi
         from .importhook import on_import
 
-        for name in ("magi_compiler", "magi_compiler.api"):
-            on_import(name, lambda module: self.install("magi", magi.install, self, module))
+        session: protocol.Session = self  # the contract every collector reads (mypy checks it)
+        for collector in COLLECTORS:  # collectors/registry.py: which, in what order
+            if not collector.wanted():
+                continue
+            install = collector.load()
+            if collector.on_import:
+                for module_name in collector.on_import:
+                    on_import(
+                        module_name,
+                        functools.partial(self._install_on_import, collector.name, install),
+                    )
+                continue
+            if collector.guarded:
+                installed = self.install(collector.name, install, session)
+            else:
+                installed = install(session)
+            if collector.keep is not None:
+                setattr(self, collector.keep, installed)
         # An exception in an atexit hook is printed on the program's stderr: guarded too.
         atexit.register(self.guarded, "end", self.end)
+
+    def _install_on_import(self, name: str, install: Any, module: ModuleType) -> None:
+        """Install a collector that waits for a module of the program (magi_compiler)."""
+        self.install(name, install, self, module)
 
     def _process_start(self, ppid: int | None = None) -> None:
         torch = self.torch

@@ -21,7 +21,7 @@ from .limit_calls import LimitCalls
 from .structured import listen
 
 if TYPE_CHECKING:
-    from .session import Session
+    from .protocol import Session
 
 #: Every call is sampled until this many, then one call in `_STRIDE`: shapes change at request
 #: boundaries, so a sparse sample still sees them, and a hot per-block callable stays cheap.

@@ -21,7 +21,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .session import Session
+    from .protocol import Session
 
 #: Signals a program's shutdown handler is installed for.
 _SHUTDOWN_SIGNALS = tuple(

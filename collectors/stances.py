@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from .importhook import on_import
 
 if TYPE_CHECKING:
-    from .session import Session
+    from .protocol import Session
 
 _WHERE = "stances"
 #: The start of the message Dynamo's fail_on_recompile callback raises (torch 2.6 to 2.13).

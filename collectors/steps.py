@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from diag.trace.format import ENV_WARMUP_REQUESTS, env_count
 
 if TYPE_CHECKING:
-    from .session import Session
+    from .protocol import Session
 
 PHASE_WARMUP = "warmup"
 PHASE_LIVE = "live"

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .session import Session
+    from .protocol import Session
 
 TRACE_LOGGER = "torch.__trace"
 

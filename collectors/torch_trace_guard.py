@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from diag.trace.format import TORCH_TRACE_DIR
 
 if TYPE_CHECKING:
-    from .session import Session
+    from .protocol import Session
 
 TRACE_LOGGER = "torch.__trace"
 

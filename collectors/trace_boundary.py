@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from .structured import listen
 
 if TYPE_CHECKING:
-    from .session import Session
+    from .protocol import Session
 
 #: Top-level modules whose code is never model computation: files, paths, clocks, locks,
 #: processes, imports, logging, serialisation.

@@ -19,7 +19,7 @@ from ..importhook import on_import
 from . import compiled_calls, diffusers, fixtures, generic, lightx2v
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from ..protocol import Session
 
 
 def _knows_steps(install: Any) -> Any:

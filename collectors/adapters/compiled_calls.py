@@ -51,7 +51,7 @@ from .inferred import (
 from .inferred import skip_code as _skip_code
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from ..protocol import Session
 
 ADAPTER_NAME = "compiled-calls (inferred)"
 _WHERE = "adapter.compiled-calls"

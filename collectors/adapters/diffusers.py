@@ -59,7 +59,7 @@ from . import diffusers_models
 from .inferred import compiling_here, mark_request_boundary
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from ..protocol import Session
     from ..steps import StepTracker
 
 ADAPTER_NAME = "diffusers"

@@ -31,7 +31,7 @@ import functools
 import inspect
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from . import compiled_calls
 from .inferred import (
@@ -46,13 +46,22 @@ from .inferred import (
 from .inferred import skip_code as _skip_code
 
 if TYPE_CHECKING:
-    from ..session import Session
-    from .diffusers import DiffusersAdapter
+    from ..protocol import Session
 
 ADAPTER_NAME = "diffusers model calls (inferred)"
 _WHERE = "adapter.diffusers-models"
 _SHAPE_NAMES = ("hidden_states", "sample", "latents", "x")
 _WRAPPED = "__diag_diffusers_models__"
+
+
+class PipelineCalls(Protocol):
+    """What the model hooks read from the pipeline adapter (adapters/diffusers.py, which
+    imports this module): a model called inside a pipeline call makes no steps of its own."""
+
+    @property
+    def call(self) -> object | None:
+        """The pipeline call open in this thread, if any."""
+
 
 _MODELS: ModelCalls | None = None
 _is_compiling: Any = None
@@ -73,7 +82,7 @@ def _model_post_hook(module: Any, args: Any, output: Any) -> None:
 
 
 class ModelCalls:
-    def __init__(self, session: Session, adapter: DiffusersAdapter) -> None:
+    def __init__(self, session: Session, adapter: PipelineCalls) -> None:
         self.session = session
         self.torch = session.torch
         self.adapter = adapter
@@ -231,7 +240,7 @@ def _latent_shape(shape: Any, in_channels: int | None = None) -> list[int] | Non
     return dims
 
 
-def install(session: Session, adapter: DiffusersAdapter, base: type) -> None:
+def install(session: Session, adapter: PipelineCalls, base: type) -> None:
     global _MODELS, _is_compiling
     torch = session.torch
     _skip_code(torch, _model_pre_hook.__code__)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from .lightx2v import hook_runner_class
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from ..protocol import Session
 
 
 def install(session: Session, module: ModuleType) -> None:

@@ -14,7 +14,7 @@ from diag.trace.format import ENV_REQUEST_FN, ENV_STEP_FN, ENV_WARMUP_FN
 from ..importhook import on_import
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from ..protocol import Session
     from ..steps import StepTracker
 
 

@@ -39,7 +39,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from ..protocol import Session
 
 #: Ranks passed to `Session.announce_adapter`: a higher one replaces a lower one.
 RANK_COMPILED_CALLS = 0

@@ -35,7 +35,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from ..protocol import Session
     from ..steps import StepTracker
 
 _HOOKED = "__diag_hooked__"
