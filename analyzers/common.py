@@ -6,6 +6,7 @@ Not an analyzer (it is not in the registry).
 
 from __future__ import annotations
 
+from diag.evidence.settings import settings_at
 from diag.trace.run import Frame, RunData
 
 
@@ -51,3 +52,16 @@ def compile_options(run: RunData, pid: int, frame: Frame | None) -> dict[str, ob
         if event.pid == pid and Frame.from_event(event.data.get("frame")) == frame:
             return dict(event.data)
     return {}
+
+
+def static_shapes(run: RunData, pid: int, frame: Frame | None, t: int) -> str | None:
+    """What keeps every size of this frame static, when the trace says so: `torch.compile(
+    dynamic=False)` (its `compile_options`) or `torch._dynamo.config.automatic_dynamic_shapes =
+    False` (its `compile_settings` at `t`); None when neither is recorded. Under either, a second
+    size never makes a dimension dynamic: each new size is a new cache entry."""
+    if compile_options(run, pid, frame).get("dynamic") is False:
+        return "torch.compile(dynamic=False)"
+    automatic = settings_at(run, pid, t).get("automatic_dynamic_shapes")
+    if automatic is not None and automatic.value is False:
+        return "torch._dynamo.config.automatic_dynamic_shapes = False"
+    return None

@@ -48,7 +48,7 @@ from diag.trace.run import Compile, Frame, Guard, Request, RunData, Trace
 from .common import format_seconds as _secs
 from .common import id_suffix as _id_suffix
 from .common import process_lines as _tag_lines
-from .common import warmup_known
+from .common import static_shapes, warmup_known
 from .recompiles import repeated_dimension_fix, repeated_dimensions
 
 ANALYZER = "live-compile"
@@ -177,7 +177,8 @@ def _live_finding(
     size_guard = _size_guard(run, compiles)
     if shape is not None and size_guard is not None:
         coverage = _coverage(shape, _warm_shapes(run, first.pid), _names(run, first.pid, shape))
-        evidence.append(_coverage_sentence(coverage, rid, size_guard))
+        static = static_shapes(run, first.pid, first.frame, first.t)
+        evidence.append(_coverage_sentence(coverage, rid, size_guard, static))
         evidence.extend(_guard_meaning(size_guard, frame))
     limit = next(
         (
@@ -237,7 +238,10 @@ def _live_finding(
         title=title,
         evidence=evidence,
         fix=(
-            repeated_dimension_fix(repeated[0])
+            repeated_dimension_fix(
+                repeated[0],
+                static_shapes(run, repeated[0].pid, repeated[0].frame, repeated[0].compiles[-1].t),
+            )
             if repeated
             else _fix(
                 newest, shape, uncovered, frame, cause, coverage is not None and coverage.covered
@@ -514,7 +518,9 @@ def _coverage(shape: Shape, warm: list[Shape], names: tuple[str, ...] | None = N
     return result
 
 
-def _coverage_sentence(cov: _Coverage, rid: str, guard: Guard | None) -> str:
+def _coverage_sentence(
+    cov: _Coverage, rid: str, guard: Guard | None, static: str | None = None
+) -> str:
     live = f"live {rid} is {_fmt(cov.shape)}"
     if not cov.warm:
         return (
@@ -545,6 +551,13 @@ def _coverage_sentence(cov: _Coverage, rid: str, guard: Guard | None) -> str:
         parts.append(text)
     for i in cov.varied_gaps:
         name = _dim_name(cov, i)
+        if static is not None:
+            # Automatic dynamic is off: varying a size in warmup makes nothing dynamic.
+            parts.append(
+                f"{name} {cov.shape[i]} is new; warmup varied the {name}, but the frame was "
+                f"compiled with {static}, so no size becomes dynamic: each new one compiles"
+            )
+            continue
         parts.append(
             f"{name} {cov.shape[i]} is new, but warmup varied the {name}, so it should be "
             "dynamic already (look for a specialisation: sizes 0 and 1, or code that reads "

@@ -30,11 +30,17 @@ from diag.findings.advice import HOW_TO_MARK
 from diag.findings.model import Finding
 from diag.trace.run import Compile, Event, Frame, RunData, Step, Trace
 
-from .common import compile_options, steps_known, warmup_known
+from .common import compile_options, static_shapes, steps_known, warmup_known
 from .common import format_seconds as _secs
 from .common import id_suffix as _id_suffix
 from .common import process_lines as _tag_lines
-from .recompiles import RepeatedDimension, repeated_dimension_fix, repeated_dimensions
+from .recompiles import (
+    RepeatedDimension,
+    dimension_index,
+    repeated_dimension_fix,
+    repeated_dimensions,
+    static_size_fix,
+)
 
 ANALYZER = "recompile-limit"
 
@@ -161,11 +167,8 @@ def _finding(
     )
     limit = settings_at(run, event.pid, event.t).get("recompile_limit")
     lowered = limit if limit is not None and limit.changed else None
-    automatic = settings_at(run, event.pid, event.t).get("automatic_dynamic_shapes")
-    static = compile_options(run, event.pid, frame).get("dynamic") is False or (
-        automatic is not None and automatic.value is False
-    )
-    refused = _refused_by_lowered_limit(limit, held, cause, repeated, static)
+    static = static_shapes(run, event.pid, frame, event.t)
+    refused = _refused_by_lowered_limit(limit, held, cause, repeated, static is not None)
     if refused is not None:
         # The program's own limit is the cause: torch's default would have compiled this call.
         evidence.insert(
@@ -193,7 +196,9 @@ def _finding(
             if lowered is not None
             else ""
         ) + (
-            repeated_dimension_fix(repeated[0]) if repeated else _fix(run, event.pid, frame, cause)
+            repeated_dimension_fix(repeated[0], static, at_limit=True)
+            if repeated
+            else _fix(run, event.pid, frame, cause, static=static, held=held)
         )
     return Finding(
         id=f"{ANALYZER}:{name}" + (f":{index + 1}" if index else "") + _id_suffix(run, event.pid),
@@ -427,6 +432,8 @@ def _fix(
     frame: Frame | None,
     cause: RecompileCause | None,
     raising: str = _RAISING,
+    static: str | None = None,
+    held: int | None = None,
 ) -> str:
     guard = cause.guard if cause is not None else None
     if cause is not None and cause.new_module:
@@ -458,6 +465,19 @@ def _fix(
         # A size Dynamo specialises (0 or 1), a dispatch-key change, a module int attribute:
         # the fix tried for that change, never mark_dynamic for a 0/1 size.
         return f"{changed} {raising}"
+    if guard is not None and guard.kind in _SIZE_KINDS and static is not None:
+        # Automatic dynamic is off: a second size warmed up makes nothing dynamic.
+        source = guard.source or "an input"
+        index = dimension_index(guard) or "DIM"
+        return static_size_fix(
+            frame.name if frame is not None else "the frame",
+            static,
+            source,
+            index,
+            f"dim {index} of `{source}`" if index != "DIM" else f"`{source}`",
+            held + 1 if held is not None else None,
+            at_limit=True,
+        )
     if guard is not None and guard.kind in _SIZE_KINDS:
         return (
             f"The frame keeps recompiling on the size of {guard.source or 'an input'}: warm up "

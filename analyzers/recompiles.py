@@ -37,7 +37,7 @@ from diag.findings.model import Finding
 from diag.trace.guards import condition_text
 from diag.trace.run import Compile, Frame, Guard, Process, RunData, Trace
 
-from .common import compile_options, steps_known, warmup_known
+from .common import compile_options, static_shapes, steps_known, warmup_known
 from .common import format_seconds as _secs
 from .common import id_suffix as _id_suffix
 from .common import process_lines as _tag_lines
@@ -164,8 +164,18 @@ def automatic_dynamic_evidence(run: RunData, found: RepeatedDimension) -> str:
     )
 
 
-def repeated_dimension_fix(found: RepeatedDimension) -> str:
+def repeated_dimension_fix(
+    found: RepeatedDimension, static: str | None = None, at_limit: bool = False
+) -> str:
+    """The fix for a dimension that never generalised. `static`: what the trace says keeps
+    every size static (common.static_shapes); `at_limit`: the frame hit the recompile limit."""
     index = found.index if found.index is not None else "DIM"
+    if static is not None:
+        # The sizes its entries were compiled for, and the one that hit the limit.
+        sizes = len(found.values) + (1 if at_limit else 0)
+        return static_size_fix(
+            _name(found.frame), static, found.source, index, found.dimension, sizes, at_limit
+        )
     return (
         f"Make the dimension dynamic: torch._dynamo.mark_dynamic(tensor, {index}) on the input "
         f"behind `{found.source}` before the first call; or turn automatic dynamic shapes back on "
@@ -173,6 +183,52 @@ def repeated_dimension_fix(found: RepeatedDimension) -> str:
         "torch.compile(dynamic=False)), so the second size makes it dynamic; or, if only a few "
         "sizes occur, warm each of them before traffic. Raising "
         "torch._dynamo.config.recompile_limit only hides it: every new size still compiles."
+    )
+
+
+def static_size_fix(
+    frame: str,
+    static: str,
+    source: str,
+    index: str,
+    dimension: str,
+    sizes: int | None,
+    at_limit: bool,
+) -> str:
+    """The fix for sizes a frame keeps static (`dynamic=False`, automatic dynamic off), where
+    warming up a second size makes nothing dynamic. Each was tried on tests/integration/
+    test_static_limit.py's program (dynamic=False, new sizes live until the limit): dropping
+    dynamic=False, mark_dynamic on the input, and every size warmed with the limit raised to
+    hold them each left no recompile-limit hit."""
+    undo = (
+        "dynamic=False" if "dynamic=False" in static else "that setting (torch's default is True)"
+    )
+    if at_limit:
+        counted = (
+            f" ({sizes} here so far: the sizes it compiled and the one that hit the limit; more "
+            "if later calls brought others)"
+            if sizes
+            else ""
+        )
+        last = (
+            "warm every size live traffic sends before traffic and raise "
+            "torch._dynamo.config.recompile_limit to at least their number"
+            f"{counted}: each size holds an entry of its own, and warmup's compiles count "
+            "against the same limit."
+        )
+    else:
+        last = (
+            "warm every size live traffic sends before traffic, no more of them than "
+            "torch._dynamo.config.recompile_limit allows (8 by default): each holds an entry "
+            "of its own."
+        )
+    verb = "was compiled with" if "dynamic=False" in static else "was compiled under"
+    return (
+        f"{frame} {verb} {static}: automatic dynamic is off for it, so every new "
+        f"size of {dimension} compiles a new entry, and warming up two sizes does not make it "
+        f"dynamic. Drop {undo} (the second size then compiles the dimension dynamic), or call "
+        f"torch._dynamo.mark_dynamic(tensor, {index}) on the input behind `{source}` before "
+        f"each call (it holds under {static}); or, keeping the sizes static, {last}"
     )
 
 
@@ -291,7 +347,9 @@ def _repeated_finding(
             f"generalised (sizes {_short(found.values)})"
         ),
         evidence=evidence,
-        fix=repeated_dimension_fix(found),
+        fix=repeated_dimension_fix(
+            found, static_shapes(run, found.pid, found.frame, found.compiles[-1].t)
+        ),
         location=_location(found.frame),
         run=run.label,
         data={
@@ -541,6 +599,11 @@ def _compile_data(item: Compile, clock: _Clock) -> dict[str, object]:
             for g in item.guards
         ],
     }
+
+
+def dimension_index(guard: Guard) -> str | None:
+    """The dimension a size or stride guard checks (`1` of `size mismatch at index 1`)."""
+    return _dim_index(guard)
 
 
 def _dim_index(guard: Guard) -> str | None:

@@ -265,7 +265,12 @@ def test_repeated_dimension_with_steps_known(tmp_path: Path) -> None:
             e.endswith("instead of making the dimension dynamic (see recompiles)")
             for e in error.evidence
         )
-        assert error.fix.startswith("Make the dimension dynamic: torch._dynamo.mark_dynamic")
+        # the program turned automatic dynamic off: a second size warmed makes nothing dynamic
+        assert error.fix.startswith(
+            "fn was compiled under torch._dynamo.config.automatic_dynamic_shapes = False: "
+            "automatic dynamic is off for it"
+        )
+        assert "torch._dynamo.mark_dynamic(tensor, 0) on the input behind `x`" in error.fix
 
 
 def test_automatic_dynamic_generalises(tmp_path: Path) -> None:
