@@ -34,6 +34,8 @@ STEP0_BAND = 0.25
 
 #: How a problem that the noise leaves undecided starts (it makes a verdict "not judged").
 NOT_JUDGED = "too noisy to judge: "
+#: A phase whose calls may have run eagerly after a recompile-limit hit: not judged either.
+UNCHECKED = "not checked: "
 
 #: The posts' two windows: steady state from step 3 on and from step 6 on (steps counted from 0).
 WINDOWS = (3, 6)
@@ -423,7 +425,7 @@ def _variable(config: str, trials: list[Trial], clock: Clock) -> VariableResolut
             if steady:
                 steadies.append(statistics.fmean(steady))
             tag = f"trial {trial.number}"
-            abnormal = _abnormal(trial, ids)
+            abnormal = _abnormal(trial, ids) or _eager_unknown(trial, ids)
             if index == 0:
                 # The first shape may compile (a frame's first compile) and pay for it at step
                 # 0; a recompile or a recompile-limit hit is abnormal there too.
@@ -460,7 +462,10 @@ def _variable(config: str, trials: list[Trial], clock: Clock) -> VariableResolut
         judged = [
             row
             for row in failing
-            if any("no steady steps" not in p and NOT_JUDGED not in p for p in row.problems)
+            if any(
+                "no steady steps" not in p and NOT_JUDGED not in p and UNCHECKED not in p
+                for p in row.problems
+            )
         ]
         if not judged:
             return VariableResolution(config, rows, None, "not judged: " + failing[0].problems[0])
@@ -485,8 +490,40 @@ def _abnormal(trial: Trial, ids: set[str]) -> str:
     if recompiles:
         parts.append(f"{len(recompiles)} recompile(s)")
     if limits:
-        parts.append("the recompile limit hit (the frame runs eagerly from then on)")
+        parts.append(
+            "the recompile limit hit (from then on, calls that match none of the frame's "
+            "entries run eagerly)"
+        )
+    parts.extend(_eager_calls(trial, ids))
     return ", ".join(parts)
+
+
+def _eager_calls(trial: Trial, ids: set[str]) -> list[str]:
+    """Calls of the phase that ran eagerly after a recompile-limit hit, in the phase or before
+    it (warmup included): its step 0 is then within the noise of an eager program, not of a
+    compiled one, so nothing it times is the compiled service's."""
+    parts = []
+    for hit in trial.limit_hits:
+        calls = sum(n for rid, n in hit.eager.items() if rid in ids)
+        if calls:
+            parts.append(
+                f"{calls} call(s) of {hit.frame} ran eagerly: it hit the recompile limit "
+                f"({hit.where}) and they matched none of its cache entries"
+            )
+    return parts
+
+
+def _eager_unknown(trial: Trial, ids: set[str]) -> str:
+    """A recompile-limit hit before the phase ended whose later calls the recorder did not
+    check: the phase's calls may have run eagerly, so its timings cannot pass."""
+    ends = [s.end_t for s in trial.steps if s.request_id in ids]
+    for hit in trial.limit_hits:
+        if not hit.known and ends and hit.t <= max(ends):
+            return (
+                f"{UNCHECKED}{hit.frame} hit the recompile limit ({hit.where}) before this phase "
+                "ended and the recording did not check which later calls ran eagerly"
+            )
+    return ""
 
 
 def _phases(trial: Trial) -> list[tuple[Shape, list[Any]]]:

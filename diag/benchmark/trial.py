@@ -12,6 +12,7 @@ from pathlib import Path
 from diag.benchmark.capture import read_output
 from diag.benchmark.program_clock import Alignment, align, parse_infer_main
 from diag.errors import DiagError
+from diag.evidence.fallback import eager_extent
 from diag.evidence.own_pauses import StepKey, paid_steps
 from diag.trace.format import STATUS_COMPLETE
 from diag.trace.load import load_trace
@@ -57,6 +58,18 @@ class LiveRequest:
     steps: tuple[TimedStep, ...]
 
 
+@dataclass(frozen=True)
+class LimitHit:
+    """A frame of the measured process that hit the recompile limit, and which of its later
+    calls ran eagerly (diag.evidence.fallback: the recorder's guard checks, or unknown)."""
+
+    frame: str
+    where: str  # `w3 step 0`, `warmup`
+    t: int
+    known: bool  # the recorder checked the later calls' guards
+    eager: dict[str, int]  # request id -> calls that matched no entry and ran eagerly
+
+
 @dataclass
 class Trial:
     """One trial of one configuration, as read from its trace directory."""
@@ -72,6 +85,7 @@ class Trial:
     has_gpu_times: bool = False
     has_memory: bool = False
     pid: int | None = None
+    limit_hits: list[LimitHit] = field(default_factory=list)
 
     @property
     def usable(self) -> bool:
@@ -147,10 +161,25 @@ def load_trial(config: str, number: int, trace: Path) -> Trial:
         return trial
     trial.compiles = [c for c in run.compiles if c.pid == process.pid]
     trial.events = [e for e in run.events if e.pid == process.pid]
+    trial.limit_hits = [_limit_hit(run, e) for e in trial.events if e.kind == "recompile_limit"]
     live = trial.steps
     trial.has_gpu_times = all(s.gpu_s is not None for s in live)
     trial.has_memory = any(s.reserved is not None for s in live)
     return trial
+
+
+def _limit_hit(run: RunData, event: Event) -> LimitHit:
+    extent = eager_extent(run, event)
+    frame = extent.frame.name if extent.frame is not None else "a frame"
+    phase, request, index = event.position
+    where = (
+        phase if request is None else f"{request} step {index}" if index is not None else request
+    )
+    eager: dict[str, int] = {}
+    for (_, rid, _), calls in extent.eager.items():
+        if rid is not None:
+            eager[rid] = eager.get(rid, 0) + calls
+    return LimitHit(frame, where, event.t, extent.known, eager)
 
 
 def _live_requests(

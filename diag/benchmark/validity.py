@@ -6,8 +6,9 @@ own timer (diag/evidence/own_pauses.py). Where a cost lands decides what counts:
 
 - a compile (Dynamo or MagiCompiler, a fast-path compile of a new size), a CUDA-graph recording
   or an autotuning run costs the step it runs in: flagged when it runs in a measured step;
-- a recompile-limit hit changes every later call of that frame (it runs eagerly from then on):
-  flagged when the hit came before the window's last step, warmup included;
+- a recompile-limit hit changes every later call of that frame (from then on, calls that match
+  none of its cache entries run eagerly): flagged when the hit came before the window's last
+  step, warmup included;
 - `torch.cuda.empty_cache()` costs the allocations after it (cudaMalloc again): flagged when it
   ran after the window's first step began and before its last step ended;
 - an offload reload (weights moved back onto the device) shows in the allocator: flagged when a
@@ -140,8 +141,9 @@ def _limit_hits(trial: Trial, steps: list[TimedStep]) -> list[Flaw]:
             found.append(
                 Flaw(
                     RECOMPILE_LIMIT,
-                    f"{name} hit the recompile limit ({where}): it runs eagerly from then on, "
-                    "so the window timed a partly eager program",
+                    f"{name} hit the recompile limit ({where}): from then on, calls that match "
+                    "none of its cache entries run eagerly, so the window may time a partly "
+                    "eager program",
                 )
             )
     return found
