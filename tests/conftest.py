@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,6 +26,20 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 
 RecordFixture = Callable[..., Trace]
 
+
+#: End-to-end folders: every test there records or replays whole programs (tens of seconds
+#: each). `pytest -m "not slow"` leaves them out while developing; CI runs everything.
+_SLOW_FOLDERS = ("integration", "fixtures")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    tests = Path(__file__).parent
+    for item in items:
+        folder = Path(str(item.path)).relative_to(tests).parts[0]
+        if folder in _SLOW_FOLDERS:
+            item.add_marker(pytest.mark.slow)
+
+
 # Keep CPU tests within the 2-core budget and deterministic.
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 
@@ -37,14 +53,28 @@ def _fresh_dynamo() -> Iterator[None]:
     torch._dynamo.reset()
 
 
+def _shared_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where this run's workers keep the recordings they share: under pytest-xdist each worker
+    has its own base temp (`pytest-N/popen-gw0`), and their parent is this run's alone."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder = shared / "shared-recordings"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
 @pytest.fixture(scope="session")
 def record_fixture(tmp_path_factory: pytest.TempPathFactory) -> RecordFixture:
     """`record_fixture("unwarmed-shape", model="wan", baseline=False)` -> the loaded Trace.
 
     Runs `diag record --profile none -- python -m diag.fixtures --compile --backend aot_eager
-    --plant ...` once per distinct argument set in the test session.
+    --plant ...` once per distinct argument set in the test run, whichever worker asks first
+    (a file lock per recording: another worker waits for it and reads the same trace).
     """
+    from filelock import FileLock
+
     cache: dict[tuple[object, ...], Trace] = {}
+    shared = _shared_folder(tmp_path_factory)
 
     def record(
         *plants: str,
@@ -54,41 +84,50 @@ def record_fixture(tmp_path_factory: pytest.TempPathFactory) -> RecordFixture:
         extra: tuple[str, ...] = (),
     ) -> Trace:
         key = (plants, model, baseline, profile, extra)
-        if key not in cache:
-            folder = tmp_path_factory.mktemp("trace") / "t"
-            options = ["--profile", profile] + (["--baseline", "eager"] if baseline else [])
-            command = [
-                sys.executable,
-                "-m",
-                "diag.fixtures",
-                "--compile",
-                "--backend",
-                "aot_eager",
-                "--model",
-                model,
-                "-q",
-                *extra,
-            ]
-            for plant in plants:
-                command += ["--plant", plant]
-            proc = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "diag",
-                    "record",
-                    "-o",
-                    str(folder),
-                    *options,
-                    "--",
-                    *command,
-                ],
-                capture_output=True,
-                text=True,
-                timeout=300,
-            )
-            assert proc.returncode == 0, proc.stderr
-            cache[key] = load_trace(Path(folder))
+        if key in cache:
+            return cache[key]
+        name = hashlib.sha1(repr(key).encode()).hexdigest()[:16]
+        folder = shared / name / "t"
+        with FileLock(str(shared / f"{name}.lock")):
+            if not (shared / name / "done").exists():
+                if folder.parent.exists():
+                    shutil.rmtree(folder.parent)  # a worker that failed half-way
+                folder.parent.mkdir()
+                _record_service(folder, plants, model, baseline, profile, extra)
+                (shared / name / "done").write_text(repr(key), encoding="utf-8")
+        cache[key] = load_trace(folder)
         return cache[key]
 
     return record
+
+
+def _record_service(
+    folder: Path,
+    plants: tuple[str, ...],
+    model: str,
+    baseline: bool,
+    profile: str,
+    extra: tuple[str, ...],
+) -> None:
+    options = ["--profile", profile] + (["--baseline", "eager"] if baseline else [])
+    command = [
+        sys.executable,
+        "-m",
+        "diag.fixtures",
+        "--compile",
+        "--backend",
+        "aot_eager",
+        "--model",
+        model,
+        "-q",
+        *extra,
+    ]
+    for plant in plants:
+        command += ["--plant", plant]
+    proc = subprocess.run(
+        [sys.executable, "-m", "diag", "record", "-o", str(folder), *options, "--", *command],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr

@@ -35,6 +35,7 @@ def _summary(findings: list[Finding]) -> Finding:
     return finding
 
 
+@pytest.mark.slow
 @pytest.mark.inductor
 def test_cold_then_warm_start(tmp_path: Path) -> None:
     program = tmp_path / "prog.py"

@@ -53,6 +53,7 @@ def _failed(doc: dict[str, object]) -> set[str]:
     return {r["name"] for r in rules if r["status"] == "fail"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("plant", list(FAILING), ids=[str(p) for p in FAILING])
 def test_default_policy_on_each_plant(
     plant: str | None,

@@ -47,6 +47,7 @@ def _step(checked: Checked, pid: int, name: str) -> Slice:
     return step
 
 
+@pytest.mark.slow
 def test_demo_export_nests_compiles_in_steps_and_windows_on_one_clock(
     record_fixture: RecordFixture, tmp_path: Path
 ) -> None:

@@ -15,6 +15,8 @@ import sys
 import traceback
 from pathlib import Path
 
+import pytest
+
 from tests.fuzz_corpus import confused_traces
 from tests.fuzz_events import run_case, write_case
 
@@ -22,6 +24,7 @@ SEED = 20261201
 COUNT = 1000
 
 
+@pytest.mark.slow
 def test_a_thousand_type_confused_traces_are_read_or_refused_in_one_line(
     tmp_path: Path,
 ) -> None:

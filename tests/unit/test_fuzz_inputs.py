@@ -49,6 +49,7 @@ def _read(item: Damaged, path: Path) -> str:
     return "ok"
 
 
+@pytest.mark.slow
 def test_a_thousand_damaged_inputs_give_findings_or_one_line(tmp_path: Path) -> None:
     failures: list[str] = []
     outcomes = {"ok": 0, "error": 0}
