@@ -242,12 +242,19 @@ def _finding(
                 request=rid,
                 step=step,
                 compile_id=compile_id,
-                limit={
-                    "setting": "recompile_limit",
-                    "value": limit.value if limit is not None else None,
-                    "default": limit.default if limit is not None else None,
-                    "cause": "lowered-setting" if refused is not None else None,
-                },
+                # Only a limit the program set: torch's own is in torch's log line.
+                **(
+                    {
+                        "limit": {
+                            "setting": "recompile_limit",
+                            "value": limit.value,
+                            "default": limit.default,
+                            "cause": "lowered-setting" if refused is not None else None,
+                        }
+                    }
+                    if limit is not None
+                    else {}
+                ),
             ),
             extent.claim(run, event.pid, name),
         ],

@@ -253,6 +253,8 @@ def _check_limit(
         first.get("step"),
     )
     limit = claim.get("limit")
+    if isinstance(limit, dict):  # the limit the program set: {setting, value, default, cause}
+        limit = limit.get("value")
     if limit is not None:
         match = re.search(r"\((\d+)\)", str(first.get("message")))
         verdict.check(

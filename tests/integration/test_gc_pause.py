@@ -142,7 +142,10 @@ def test_the_perfetto_timeline_draws_each_pause_where_python_ran_it(
         if s.name == step_name(first_live, 0)
     ]
     for mine in own:
-        (drawn,) = [s for s in slices if abs(s.end_ns - s.start_ns - mine["ns"]) < 1_000_000]
+        # The slice closest in length: a loaded host's other full collections can last within
+        # a millisecond of this one.
+        drawn = min(slices, key=lambda s: abs(s.end_ns - s.start_ns - mine["ns"]))
+        assert abs(drawn.end_ns - drawn.start_ns - mine["ns"]) < 1_000_000
         # Inside the step that paid for it (drawn ending at its start, it began before it).
         assert step0.start_ns <= drawn.start_ns < drawn.end_ns <= step0.end_ns
     calls = [s for p in timeline.processes for t in p.tracks.values() for s in t.slices]

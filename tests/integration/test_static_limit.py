@@ -193,11 +193,14 @@ def test_bench_fails_a_phase_that_ran_eagerly(in_warmup: tuple[Path, str], tmp_p
     )
     data = json.loads(shown.stdout)
     (table,) = data["variable_resolution"]
-    assert table["passed"] is False and table["verdict"] == "fail: phase 2 (40)"
+    assert table["passed"] is False and table["verdict"].startswith("fail: ")
+    assert "phase 2 (40)" in table["verdict"]
     first, second = table["phases"]
-    assert first["problems"] == []  # 16 ran its warmup entry, compiled
+    # Step 0's timing against steady steps of a fraction of a millisecond is the host's to
+    # decide (a loaded one adds its own lines): what the limit did is asserted, not the clock.
+    assert not [p for p in first["problems"] if "eager" in p or "recompile" in p]  # 16: compiled
     # 2 requests x 4 steps of size 40: no entry serves them, each call ran eagerly
-    assert second["problems"] == [
+    assert (
         "trial 1: 8 call(s) of forward ran eagerly: it hit the recompile limit (w3 step 0) and "
         "they matched none of its cache entries"
-    ]
+    ) in second["problems"]
