@@ -104,7 +104,9 @@ class Browser:
         self,
         method: str,
         params: dict[str, Any] | None = None,
-        timeout: float = 30,
+        # An upper bound, not a pace: Chromium on 2 loaded cores (the suite's other worker, a
+        # harness beside it) once took over 30 s to open its first tab.
+        timeout: float = 120,
         session: bool = False,
     ) -> dict[str, Any]:
         self._next_id += 1
@@ -180,7 +182,7 @@ class Browser:
 
 
 def open_page(
-    page: Path, work_dir: Path, ready: str, timeout: float = 60, screenshot: bool = True
+    page: Path, work_dir: Path, ready: str, timeout: float = 120, screenshot: bool = True
 ) -> tuple[PageReport, Browser]:
     """Load `page`, wait until the JS expression `ready` is true, collect what went wrong.
 

@@ -80,7 +80,7 @@ def test_the_harness_sees_errors_and_dialogs(tmp_path: Path) -> None:
         "</script></body></html>"
     )
     report, browser = open_page(
-        page, tmp_path, "document.body.dataset.done === '1'", timeout=30, screenshot=False
+        page, tmp_path, "document.body.dataset.done === '1'", timeout=120, screenshot=False
     )
     browser.close()
     assert any("diag-test-error" in e for e in report.console_errors)
