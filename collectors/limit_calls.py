@@ -54,6 +54,12 @@ class LimitCalls:
         self.checks: dict[FrameKey, int] = {}
         self.signatures: dict[Any, inspect.Signature | None] = {}
 
+    def may_observe(self, key: FrameKey) -> bool:
+        """Whether `observe` has work for a call of `key`: the frame hit its limit, or the
+        stance lets a call run eagerly. Two reads, never raises: asked before every call."""
+        compiles = self.session.compiles
+        return (compiles is not None and key in compiles.limited) or stance() == EAGER_ON_RECOMPILE
+
     def observe(
         self,
         key: FrameKey,

@@ -58,10 +58,13 @@ class _Calls:
         self.signatures: dict[tuple[Any, ...], int] = {}
         self.overflow = False
 
-    def sample(self, args: tuple[Any, ...], kwargs: dict[str, Any], tensor: Any) -> None:
+    def due(self) -> bool:
+        """Count one call; whether it is one to sample (inlined by the hot path in `watch`)."""
         self.calls += 1
-        if self.calls > _DENSE_CALLS and self.calls % _STRIDE:
-            return
+        return self.calls <= _DENSE_CALLS or not self.calls % _STRIDE
+
+    def sample(self, args: tuple[Any, ...], kwargs: dict[str, Any], tensor: Any) -> None:
+        """Record the call's signature (the caller counted the call and found it due)."""
         self.sampled += 1
         named: list[tuple[str, tuple[int, ...]]] = []
         for index, value in enumerate(args):
@@ -220,15 +223,22 @@ class ShapeCollector:
         # traces, is_compiling() is constant True and short-circuits), so it adds no guard.
         is_compiling = torch.compiler.is_compiling
 
+        guarded = session.guarded
+
         def sample(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+            # Per compiled call, so the common case is inlined: count the call; sample one in
+            # `_STRIDE` after the first `_DENSE_CALLS`; go to the guard check only while the
+            # frame is limited or the stance may let a call run eagerly. The guarded calls this
+            # replaces were the largest per-call cost itemised on an H200 (bench/record_costs.py).
             if is_compiling():  # traced by an outer compile: no hook guard (it would add guards)
-                calls.sample(args, kwargs, tensor)
+                if calls.due():
+                    calls.sample(args, kwargs, tensor)
                 return
-            session.guarded("shapes.sample", calls.sample, args, kwargs, tensor)
-            if key is not None:
-                session.guarded(
-                    "limit_calls", limit.observe, key, code, function, owner, args, kwargs
-                )
+            count = calls.calls = calls.calls + 1
+            if count <= _DENSE_CALLS or not count % _STRIDE:
+                guarded("shapes.sample", calls.sample, args, kwargs, tensor)
+            if key is not None and limit.may_observe(key):
+                guarded("limit_calls", limit.observe, key, code, function, owner, args, kwargs)
 
         if isinstance(compiled, torch.nn.Module):
 

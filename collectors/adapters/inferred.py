@@ -72,7 +72,10 @@ def close_returned() -> None:
 
 def every_adapter_silent() -> bool:
     """Every inferring adapter stood down: none reads calls into compiled code."""
-    return all(inferred.silent for inferred in _ACTIVE)
+    for inferred in _ACTIVE:  # a loop, not all(): asked before every compiled call
+        if not inferred.silent:
+            return False
+    return True
 
 
 def note_call_end(at: tuple[int, int], target: Any, torch: Any) -> None:

@@ -38,6 +38,68 @@ from diag.trace.reserve import PROCESS_RESERVE_BYTES, free_reserve, make_reserve
 #: One encoder for every event: json.dumps with these options builds a new JSONEncoder per
 #: call, a third of an event's cost (same output).
 _encode = json.JSONEncoder(separators=(",", ":"), default=str).encode
+#: Events written at every step, whose fields the step tracker builds from numbers and
+#: strings: msgspec encodes them to the same bytes about 5x faster than json (2 against 10 us
+#: on a 2-core host); it is imported at the first of them, when the program has its imports.
+FAST_EVENTS = frozenset({"step_start", "step_end", "step_gpu"})
+_fast_encode: Callable[[Any], bytes] | None = None
+
+
+def _fast_encoder() -> Callable[[Any], bytes] | None:
+    global _fast_encode
+    if _fast_encode is None:
+        try:
+            import msgspec.json
+        except ImportError:  # diag's dependency, but the program's Python decides
+            return None
+        _fast_encode = msgspec.json.Encoder(enc_hook=_as_json_would).encode
+    return _fast_encode
+
+
+def _as_json_would(value: Any) -> Any:
+    """What json writes for a value msgspec does not know: a subclass of int or float (an
+    IntFlag, numpy.float64) as the number, anything else as its str(), as `default=str`."""
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    return str(value)
+
+
+def encode_line(event: str, record: dict[str, Any]) -> bytes:
+    """One event's line. A step event goes through msgspec unless it holds what msgspec writes
+    otherwise than json (a NaN, bytes, a set: those it refuses or spells differently are then
+    written by json, as every other event is)."""
+    if event in FAST_EVENTS:
+        fast = _fast_encode or _fast_encoder()
+        if fast is not None:
+            try:
+                line = fast(record)
+            except Exception:  # noqa: BLE001, S110 - json writes it below
+                pass
+            else:
+                if b"null" not in line or _same_nulls(record, line):
+                    return line + b"\n"
+    return (_encode(record) + "\n").encode()
+
+
+def _same_nulls(record: dict[str, Any], line: bytes) -> bool:
+    """msgspec writes NaN and infinities as null where json writes NaN: true when every null
+    in `line` is a None of the record (so the two agree)."""
+    return line.count(b"null") == _count_none(record)
+
+
+def _count_none(value: Any) -> int:
+    if value is None:
+        return 1
+    if isinstance(value, dict):
+        return sum(_count_none(item) for item in value.values())
+    if isinstance(value, (list, tuple)):
+        return sum(_count_none(item) for item in value)
+    return 0
+
 
 #: Events that come per step (or per call inside steps): the ones --max-size rotates.
 ROTATED_EVENTS = frozenset(
@@ -162,7 +224,7 @@ class EventWriter:
         """Write one event now; `t` (monotonic ns) is added unless given. Never raises."""
         t = fields.pop("t", None) or time.monotonic_ns()
         try:
-            line = (_encode({"t": t, "ev": event, **fields}) + "\n").encode()
+            line = encode_line(event, {"t": t, "ev": event, **fields})
         except Exception as exc:  # noqa: BLE001 - a value json cannot hold (a cycle, a bad __str__)
             line = _unencodable(t, event, exc)
         with self._lock:

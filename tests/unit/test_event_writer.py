@@ -146,3 +146,44 @@ def test_max_size_keeps_the_newest_steps_and_every_other_event(tmp_path: Path) -
     assert set(tail) <= set(kept)
     # ... and so are the first ones, in events.jsonl.
     assert kept[0] == ("r0", 0)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        [2, 3],
+        (4, 5),
+        None,
+        [None, 1],
+        {"allocated": 1 << 40, "reserved": None},
+        float("nan"),
+        float("inf"),
+        0.1 + 0.2,
+        2**70,
+        True,
+        "null",
+        "tête\u2028\x00",
+        "\ud800",
+        os.sep,
+    ],
+)
+def test_a_step_event_decodes_as_json_would_have_written_it(value: object) -> None:
+    """Step events take msgspec's encoder (faster); what a reader gets must not change."""
+    from diag.trace.events import _encode, encode_line
+
+    record = {"t": 1, "ev": "step_end", "request_id": "r1", "value": value}
+    fast = encode_line("step_end", record)
+    slow = (_encode(record) + "\n").encode()
+    assert fast.endswith(b"\n") and fast.count(b"\n") == 1
+    assert repr(json.loads(fast)) == repr(json.loads(slow))
+
+
+def test_a_step_event_with_an_int_subclass_keeps_the_number() -> None:
+    """json writes an int subclass (an IntFlag, a framework's counter type) as the number."""
+    from diag.trace.events import encode_line
+
+    class Step(int):
+        pass
+
+    line = encode_line("step_start", {"t": 1, "ev": "step_start", "step": Step(4)})
+    assert json.loads(line)["step"] == 4
