@@ -425,6 +425,11 @@ def against(args: argparse.Namespace, rng: random.Random) -> int:
         "  latents of all requests, both trees: "
         + ("bit-identical" if len(digests) == 1 else f"{len(digests)} different digests")
     )
+    if len(digests) > 1:  # one process's (torch's choices) or one state's (diag's doing)?
+        for side in sides:
+            for number, result in enumerate(results[side], start=1):
+                print(f"   {side} process {number}:")
+                print(digest_breakdown(result["rows"], []))
     print(
         f"  load average {load_before[0]:.2f} at start, {load_after[0]:.2f} at end "
         f"({os.cpu_count()} CPUs); {time.monotonic() - wall:.0f} s in all "
