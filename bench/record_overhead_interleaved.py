@@ -315,7 +315,39 @@ def run_child(
     if done.returncode != 0 or not out.exists():
         sys.stderr.write(done.stdout[-4000:] + done.stderr[-4000:])
         raise SystemExit(f"the {name or ('recorded' if recorded else 'plain')} child failed")
-    return json.loads(out.read_text())
+    result = json.loads(out.read_text())
+    if recorded:
+        result["window_stalls"] = window_stalls(workdir / ("trace-" + name if name else "trace"))
+    return result
+
+
+def window_stalls(trace: Path) -> list[float]:
+    """Each profile window's stop and export on the program's thread (`export_s` of its
+    `profile_window_end`), in seconds. These fall between steps, so no step time (and no median
+    of them) shows them: a change that makes a window stall for seconds shows here instead."""
+    stalls = []
+    for path in sorted(trace.glob("runs/**/events.jsonl")):
+        with open(path, "rb") as handle:
+            for line in handle:
+                if b'"profile_window_end"' not in line:
+                    continue
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(event.get("export_s"), (int, float)):
+                    stalls.append(float(event["export_s"]))
+    return stalls
+
+
+def stall_summary(results: list[dict[str, Any]]) -> str:
+    stalls = [s for r in results for s in r.get("window_stalls", [])]
+    if not stalls:
+        return "no profile window"
+    return (
+        f"{len(stalls)} profile window(s), longest stall {max(stalls):.3f} s, "
+        f"median {statistics.median(stalls):.3f} s"
+    )
 
 
 # -- A/B: this tree against REF, in one run -------------------------------------------------------
@@ -417,6 +449,9 @@ def against(args: argparse.Namespace, rng: random.Random) -> int:
             f"{ms(statistics.median(request_medians(rows, ON)))} recorded, "
             f"{ms(statistics.median(request_medians(rows, OFF)))} paused"
         )
+    for side in sides:
+        label = "this tree" if side == "this" else args.against
+        print(f"  {label}: on the program's thread between steps: {stall_summary(results[side])}")
     this_med = statistics.median([x for p in ratios["this"] for x in p])
     ref_med = statistics.median([x for p in ratios["ref"] for x in p])
     lo, hi = bootstrap_ratio_of_ratios(ratios["this"], ratios["ref"], rng)
@@ -438,7 +473,8 @@ def against(args: argparse.Namespace, rng: random.Random) -> int:
     print(
         f"RESULT A/B ratio of ratios (this/{args.against}) {this_med / ref_med:.4f} "
         f"95% CI [{lo:.4f}, {hi:.4f}]; this {this_med:.4f}, {args.against} {ref_med:.4f}; "
-        f"latents {'identical' if len(digests) == 1 else 'DIFFER'}; {what}"
+        f"latents {'identical' if len(digests) == 1 else 'DIFFER'}; {what}; window stalls: "
+        f"this {stall_summary(results['this'])}; REF {stall_summary(results['ref'])}"
     )
     return 0
 
