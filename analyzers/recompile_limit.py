@@ -30,10 +30,16 @@ from diag.findings.advice import HOW_TO_MARK
 from diag.findings.model import Finding
 from diag.trace.run import Compile, Event, Frame, RunData, Step, Trace
 
-from .common import compile_options, static_shapes, steps_known, warmup_known
 from .common import format_seconds as _secs
 from .common import id_suffix as _id_suffix
 from .common import process_lines as _tag_lines
+from .common import (
+    static_shapes,
+    static_undo,
+    static_verb,
+    steps_known,
+    warmup_known,
+)
 from .recompiles import (
     RepeatedDimension,
     dimension_index,
@@ -194,7 +200,7 @@ def _finding(
             f"{name} hit the recompile limit at {where} because {refused.phrase()}: its entry "
             f"{refused.value + 1} ({short}) was refused; {_title_extent(extent)}"
         )
-        then = _fix(run, event.pid, frame, cause, raising="")
+        then = _fix(run, event.pid, frame, cause, raising="", static=static)
         fix = (
             _lowered_after_warmup_fix(refused, warm_limit, name, then)
             if warm_limit is not None
@@ -483,15 +489,14 @@ def _fix(
         )
     scalars = _scalar_arguments(cause)
     if scalars and cause is not None:
-        options = compile_options(run, pid, frame)
         names = ", ".join(f"`{s}`" for s in scalars)
         kind = "float" if any("." in str(g.expected) for g in cause.candidates) else "int"
-        if options.get("dynamic") is False:
+        if static is not None:
             return (
                 f"{names}: Python {kind} argument(s) whose every new value is a new entry, "
-                "because the frame was compiled with torch.compile(dynamic=False). Drop "
-                "dynamic=False (under the default, the second value makes a scalar argument "
-                "dynamic), or pass the values as 0-d tensors. " + raising
+                f"because the frame {static_verb(static)} {static}. Drop "
+                f"{static_undo(static)} (under the default, the second value makes a scalar "
+                "argument dynamic), or pass the values as 0-d tensors. " + raising
             )
         return (
             f"{names}: Python {kind} argument(s) that the frame specialises on per value. Pass "
