@@ -24,6 +24,7 @@ from diag.findings.model import Finding
 from diag.trace.guards import condition_text
 from diag.trace.run import Frame, Guard, RunData, Trace
 
+from .common import static_shapes, static_undo, static_verb
 from .recompiles import cache_entries, repeated_dimensions
 
 ANALYZER = "cache-bloat"
@@ -139,6 +140,14 @@ def _finding(
         fix = (
             f"Stop specialising on {', '.join(python)}: resolve it before the compiled call or "
             "pass it in as an input (see guard-churn), so one entry per shape serves every call."
+        )
+    elif (static := _static(run, frame)) is not None:
+        fix = (
+            f"The entries differ only in tensor guards, and {frame.name} {static_verb(static)} "
+            f"{static}: every new size is an entry of its own, and warming up two values makes "
+            f"nothing dynamic. Drop {static_undo(static)} (the second value then makes a "
+            "dimension dynamic), or mark the dimensions that vary dynamic "
+            "(torch._dynamo.mark_dynamic)."
         )
     else:
         fix = (
@@ -281,3 +290,12 @@ def _relative(path: str, cwd: str | None) -> str:
     if cwd and path.startswith(cwd.rstrip("/") + "/"):
         return path[len(cwd.rstrip("/")) + 1 :]
     return path
+
+
+def _static(run: RunData, frame: Frame) -> str | None:
+    """What the trace shows keeps this frame's sizes static (common.static_shapes), read at its
+    last compile."""
+    for item in reversed(run.compiles):
+        if item.frame == frame:
+            return static_shapes(run, item.pid, frame, item.t)
+    return None

@@ -65,3 +65,26 @@ def static_shapes(run: RunData, pid: int, frame: Frame | None, t: int) -> str | 
     if automatic is not None and automatic.value is False:
         return "torch._dynamo.config.automatic_dynamic_shapes = False"
     return None
+
+
+def static_undo(static: str) -> str:
+    """What to drop so that a second size (or value) makes a dimension dynamic again."""
+    if "dynamic=False" in static:
+        return "dynamic=False"
+    return "that setting (torch's default is True)"
+
+
+def static_verb(static: str) -> str:
+    """`was compiled with torch.compile(dynamic=False)`, `was compiled under <setting>`."""
+    return "was compiled with" if "dynamic=False" in static else "was compiled under"
+
+
+def process_static_shapes(run: RunData, pid: int) -> str | None:
+    """`static_shapes` for the first compile of this process that the trace shows was made with
+    sizes static, or None: what a process-wide finding (warmup coverage) quotes."""
+    for item in run.compiles:
+        if item.pid == pid:
+            found = static_shapes(run, pid, item.frame, item.t)
+            if found is not None:
+                return found
+    return None

@@ -29,8 +29,8 @@ from diag.findings.model import Finding
 from diag.trace.guards import condition_text
 from diag.trace.run import Compile, Frame, Guard, RunData, Trace
 
-from .common import compile_options, steps_known, warmup_known
 from .common import id_suffix as _id_suffix
+from .common import static_shapes, static_undo, static_verb, steps_known, warmup_known
 
 ANALYZER = "guard-churn"
 
@@ -230,7 +230,12 @@ def _finding(run: RunData, group: _Group, cwd: str | None, limit: Compile | None
         severity=severity,
         title=title,
         evidence=evidence,
-        fix=_fix(group, per_call, _is_global(newest), compile_options(run, group.pid, group.frame)),
+        fix=_fix(
+            group,
+            per_call,
+            _is_global(newest),
+            static_shapes(run, group.pid, group.frame, group.compiles[-1].t),
+        ),
         location=location,
         run=run.label,
         data={
@@ -274,7 +279,9 @@ def _torch_wrapper(frame: Frame | None) -> bool:
     return bool(frame.called_from) or (frame.file or "").endswith("_dynamo/external_utils.py")
 
 
-def _fix(group: _Group, per_call: bool, is_global: bool, options: dict[str, object]) -> str:
+def _fix(group: _Group, per_call: bool, is_global: bool, static: str | None) -> str:
+    """`static`: what the trace shows keeps the frame's sizes and numbers static
+    (common.static_shapes), under which a second value makes nothing dynamic."""
     source = group.source
     kind = group.kind
     if is_global:
@@ -286,12 +293,14 @@ def _fix(group: _Group, per_call: bool, is_global: bool, options: dict[str, obje
             "live traffic uses."
         )
     if kind == "python-value" and source.isidentifier() and _numeric(group):
-        if options.get("dynamic") is False:
+        if static is not None:
+            # Both tried under automatic_dynamic_shapes = False (tests/integration/
+            # test_automatic_dynamic_off.py): one compile as a tensor, none live without it.
             return (
-                f"`{source}` is a Python number argument and the frame was compiled with "
-                "torch.compile(dynamic=False), so every new value is a new entry. Drop "
-                "dynamic=False (under the default the second value makes it dynamic), or pass "
-                "it as a 0-d tensor."
+                f"`{source}` is a Python number argument and the frame {static_verb(static)} "
+                f"{static}, so every new value is a new entry. Drop {static_undo(static)} "
+                "(under the default the second value makes it dynamic), or pass it as a 0-d "
+                "tensor."
             )
         return (
             f"`{source}` is a Python number argument the frame specialises on per value: pass "

@@ -48,8 +48,13 @@ from diag.trace.run import Compile, Frame, Guard, Request, RunData, Trace
 from .common import format_seconds as _secs
 from .common import id_suffix as _id_suffix
 from .common import process_lines as _tag_lines
-from .common import static_shapes, warmup_known
-from .recompiles import repeated_dimension_fix, repeated_dimensions
+from .common import process_static_shapes, static_shapes, static_undo, warmup_known
+from .recompiles import (
+    dimension_index,
+    repeated_dimension_fix,
+    repeated_dimensions,
+    static_size_fix,
+)
 
 ANALYZER = "live-compile"
 
@@ -244,7 +249,13 @@ def _live_finding(
             )
             if repeated
             else _fix(
-                newest, shape, uncovered, frame, cause, coverage is not None and coverage.covered
+                newest,
+                shape,
+                uncovered,
+                frame,
+                cause,
+                coverage is not None and coverage.covered,
+                static_shapes(run, first.pid, first.frame, first.t),
             )
         )
         + (
@@ -426,7 +437,10 @@ def _fix(
     frame: str,
     cause: RecompileCause | None = None,
     shape_warmed: bool = False,
+    static: str | None = None,
 ) -> str:
+    """`static`: what the trace shows keeps the frame's sizes static (common.static_shapes):
+    there a second value warmed up makes nothing dynamic."""
     changed = change_fix(cause, frame, shape_warmed) if cause is not None else None
     if changed is not None:
         return changed
@@ -457,6 +471,11 @@ def _fix(
             f"this tensor's size does not follow it; or mark it dynamic: "
             f"{mark_dynamic_hint(newest.source, frame)}."
         )
+    if newest.kind in _SIZE_KINDS and static is not None:
+        index = dimension_index(newest) or "DIM"
+        source = newest.source or "an input"
+        dimension = f"dim {index} of `{source}`" if index != "DIM" else f"`{source}`"
+        return static_size_fix(frame, static, source, index, dimension, None, at_limit=False)
     if newest.kind in _SIZE_KINDS:
         dims = " and ".join(uncovered) if uncovered else "the dimension that changed"
         where = f" ({_fmt(shape)})" if shape else ""
@@ -602,6 +621,24 @@ def _dim_name(cov: _Coverage, index: int) -> str:
 # --- INFO: coverage and warmup cost ------------------------------------------------------------
 
 
+def _coverage_fix(static: str | None) -> str:
+    """Warm up every shape class; where the trace shows sizes kept static, two values of a
+    dimension make nothing dynamic, so the fixes are those tried under it (recompiles.
+    static_size_fix)."""
+    if static is None:
+        return (
+            "Warm up every shape class live traffic sends: for each dimension that varies live, "
+            "serve at least two values of it in warmup (or mark it dynamic)."
+        )
+    return (
+        f"Under {static} every size is an entry of its own, and two values warmed up make "
+        f"nothing dynamic: warm up every shape live traffic sends (no more of them than "
+        f"torch._dynamo.config.recompile_limit allows), or drop {static_undo(static)} (then "
+        "two values of each varying dimension make it dynamic), or mark the varying dimensions "
+        "dynamic (torch._dynamo.mark_dynamic)."
+    )
+
+
 def _size_recompiled(run: RunData) -> set[tuple[int, str]]:
     """(pid, request) pairs with a live compile caused by a size or stride guard."""
     return {
@@ -638,14 +675,22 @@ def _coverage_finding(run: RunData) -> Finding | None:
         by_shape.setdefault(shape, []).append(pid)
     live_texts = [_shape_label(run, s, live, pids) for s, pids in by_shape.items()]
     resized = _size_recompiled(run)
+    kept_static = {pid: process_static_shapes(run, pid) for pid, _ in live}
     for (pid, shape), rids in live.items():
         cov = _coverage(shape, _warm_shapes(run, pid), _names(run, pid, shape))
         gaps = [_dim_name(cov, i) for i in cov.static_gaps]
         label = _shape_label(run, shape, live, by_shape[shape])
-        # Automatic dynamic would serve a varied dim; a size recompile says this frame did not.
-        static = cov.covered and not cov.exact and any((pid, rid) in resized for rid in rids)
+        # Automatic dynamic would serve a varied dim; a size recompile says this frame did not,
+        # and so does a trace that shows the sizes kept static (dynamic=False, the setting off).
+        static = (
+            cov.covered
+            and not cov.exact
+            and (kept_static[pid] is not None or any((pid, rid) in resized for rid in rids))
+        )
         if (not cov.covered or static) and shape not in uncovered_shapes:
-            if static:
+            if static and kept_static[pid] is not None:
+                why = ""  # the evidence says once what keeps every size static
+            elif static:
                 why = (
                     ": recompiled live on a size guard although warmup varied the dimension "
                     "(the frame keeps it static: dynamic=False, automatic dynamic off, or "
@@ -701,8 +746,12 @@ def _coverage_finding(run: RunData) -> Finding | None:
         )
     else:
         title = f"Warmup covered every live shape ({len(shapes)})"
+    static_why = next((why for why in kept_static.values() if why is not None), None)
     evidence.append(
-        "a live shape counts as covered when warmup served it, or when it differs only in "
+        f"a live shape counts as covered only when warmup served it: {static_why} keeps every "
+        "size static"
+        if static_why is not None
+        else "a live shape counts as covered when warmup served it, or when it differs only in "
         "dimensions warmup varied (automatic dynamic makes those dynamic)"
     )
     return Finding(
@@ -712,10 +761,7 @@ def _coverage_finding(run: RunData) -> Finding | None:
         title=title,
         evidence=evidence,
         # Every live shape warmed: nothing to do, so no fix line.
-        fix=""
-        if covered_n == len(shapes) and warm_all
-        else "Warm up every shape class live traffic sends: for each dimension that varies live, "
-        "serve at least two values of it in warmup (or mark it dynamic).",
+        fix="" if covered_n == len(shapes) and warm_all else _coverage_fix(static_why),
         run=run.label,
         data={
             "live_shapes": rows,

@@ -499,9 +499,9 @@ def _compile_fix(who: str, frame: str, guard: Guard | None, limit: bool) -> str:
     that = "that rank" if who.startswith("rank ") else "those ranks"
     if limit:
         return (
-            f"{subject} runs {frame} eagerly from now on while the others run it compiled, "
-            f"and every step waits for it: remove what makes it recompile on {that} (see "
-            "recompile-limit)." + tail
+            f"{subject} runs {frame} eagerly from now on wherever a call matches none of its "
+            f"cache entries, while the others run it compiled, and every step waits for it: "
+            f"remove what makes it recompile on {that} (see recompile-limit)." + tail
         )
     if guard is None:
         return (
@@ -657,7 +657,10 @@ def _event_cause(event: Event) -> _Cause:
     texts = {
         "empty_cache": f"torch.cuda.empty_cache(){spent}",
         "gc_collect": f"gc.collect(){spent}",
-        "recompile_limit": f"{name} hit the recompile limit: it runs eagerly from now on",
+        "recompile_limit": (
+            f"{name} hit the recompile limit: from now on a call that matches none of its "
+            "cache entries runs eagerly"
+        ),
         "eager_fallback": f"{name} ran eagerly (recompile limit reached earlier)",
         "profile_window_start": "torch.profiler started",
         "profile_window_end": f"torch.profiler exported its trace{spent}",

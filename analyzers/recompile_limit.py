@@ -25,15 +25,21 @@ from diag.evidence.change import change_fix, is_zero_one
 from diag.evidence.claims import claim
 from diag.evidence.fallback import EagerExtent, eager_extent, spots_text
 from diag.evidence.frames import label as frame_label
-from diag.evidence.settings import Setting, settings_at
+from diag.evidence.settings import Setting, limit_while, settings_at
 from diag.findings.advice import HOW_TO_MARK
 from diag.findings.model import Finding
 from diag.trace.run import Compile, Event, Frame, RunData, Step, Trace
 
-from .common import compile_options, static_shapes, steps_known, warmup_known
 from .common import format_seconds as _secs
 from .common import id_suffix as _id_suffix
 from .common import process_lines as _tag_lines
+from .common import (
+    static_shapes,
+    static_undo,
+    static_verb,
+    steps_known,
+    warmup_known,
+)
 from .recompiles import (
     RepeatedDimension,
     dimension_index,
@@ -169,6 +175,10 @@ def _finding(
     lowered = limit if limit is not None and limit.changed else None
     static = static_shapes(run, event.pid, frame, event.t)
     refused = _refused_by_lowered_limit(limit, held, cause, repeated, static is not None)
+    # A limit lowered only around serving (`config.patch`): warmup compiled under a higher one.
+    warm_limit = limit_while(run, [c for c in before if c.phase == "warmup"])
+    if refused is None or warm_limit is None or warm_limit.value <= refused.value:
+        warm_limit = None
     if refused is not None:
         # The program's own limit is the cause: torch's default would have compiled this call.
         evidence.insert(
@@ -177,13 +187,25 @@ def _finding(
             f"entry {refused.value + 1} of {name}; the program's limit ({refused.value}) refused "
             "it, so the calls no entry serves run eagerly",
         )
+        if warm_limit is not None:
+            evidence.insert(
+                2,
+                f"warmup compiled {name} under a limit of {warm_limit.value}; the program "
+                f"lowered it to {refused.value} afterwards (torch checks the limit only when it "
+                "compiles: entries compiled before still serve the calls that match them)",
+            )
         # The change's first clause: the evidence line above the fix says the rest.
         short = cause_short(cause).split(": ", 1)[0]
         title = (
             f"{name} hit the recompile limit at {where} because {refused.phrase()}: its entry "
             f"{refused.value + 1} ({short}) was refused; {_title_extent(extent)}"
         )
-        fix = _lowered_fix(refused, name, _fix(run, event.pid, frame, cause, raising=""))
+        then = _fix(run, event.pid, frame, cause, raising="", static=static)
+        fix = (
+            _lowered_after_warmup_fix(refused, warm_limit, name, then)
+            if warm_limit is not None
+            else _lowered_fix(refused, name, then)
+        )
     else:
         title = (
             f"{name} hit the recompile limit at {where}: {_title_extent(extent)}"
@@ -228,6 +250,7 @@ def _finding(
             "live_steps_after": len(after),
             "recompile_limit": limit.value if limit is not None else None,
             "lowered_limit_refused": refused is not None,
+            "warmup_recompile_limit": warm_limit.value if warm_limit is not None else None,
             # warmup-plan reads which finding explains a compile by its compile ids.
             "compile_ids": [compile_id] if compile_id is not None else [],
         },
@@ -433,6 +456,20 @@ def _lowered_fix(limit: Setting, name: str, then: str) -> str:
     ).rstrip()
 
 
+def _lowered_after_warmup_fix(limit: Setting, warm: Setting, name: str, then: str) -> str:
+    """The limit was lowered after warmup (a `config.patch` around serving): warming the call
+    up while the limit is still the higher one keeps it compiled, since torch checks the limit
+    only when it compiles (tried on the patch-form program in tests/integration/
+    test_patched_limit.py: no compile refused, none live)."""
+    return (
+        f"{_capital(limit.phrase())} after warmup, which compiled {name} under a limit of "
+        f"{warm.value}: entries compiled then still serve the calls that match them; only a new "
+        f"compile is refused once {name} holds {limit.value}. {then.strip()} Run that warmup "
+        f"before the limit is lowered; or raise the limit the program sets for serving to "
+        f"{limit.value + 1} or more, so the call compiles live instead of running eagerly."
+    )
+
+
 def _fix(
     run: RunData,
     pid: int,
@@ -452,15 +489,14 @@ def _fix(
         )
     scalars = _scalar_arguments(cause)
     if scalars and cause is not None:
-        options = compile_options(run, pid, frame)
         names = ", ".join(f"`{s}`" for s in scalars)
         kind = "float" if any("." in str(g.expected) for g in cause.candidates) else "int"
-        if options.get("dynamic") is False:
+        if static is not None:
             return (
                 f"{names}: Python {kind} argument(s) whose every new value is a new entry, "
-                "because the frame was compiled with torch.compile(dynamic=False). Drop "
-                "dynamic=False (under the default, the second value makes a scalar argument "
-                "dynamic), or pass the values as 0-d tensors. " + raising
+                f"because the frame {static_verb(static)} {static}. Drop "
+                f"{static_undo(static)} (under the default, the second value makes a scalar "
+                "argument dynamic), or pass the values as 0-d tensors. " + raising
             )
         return (
             f"{names}: Python {kind} argument(s) that the frame specialises on per value. Pass "

@@ -37,7 +37,14 @@ from diag.findings.model import Finding
 from diag.trace.guards import condition_text
 from diag.trace.run import Compile, Frame, Guard, Process, RunData, Trace
 
-from .common import compile_options, static_shapes, steps_known, warmup_known
+from .common import (
+    compile_options,
+    static_shapes,
+    static_undo,
+    static_verb,
+    steps_known,
+    warmup_known,
+)
 from .common import format_seconds as _secs
 from .common import id_suffix as _id_suffix
 from .common import process_lines as _tag_lines
@@ -151,10 +158,11 @@ def automatic_dynamic_evidence(run: RunData, found: RepeatedDimension) -> str:
             f"{found.dimension}: something keeps it static (torch.compile(dynamic=False), "
             "mark_static, or code that specialises it: a size of 0 or 1, or read as a Python int)"
         )
-    if dynamic is False:
+    static = static_shapes(run, found.pid, found.frame, found.compiles[-1].t)
+    if static is not None:
         return (
-            f"{_name(found.frame)} was compiled with torch.compile(dynamic=False): no dimension "
-            "can become dynamic, so every new size compiles a new entry"
+            f"{_name(found.frame)} {static_verb(static)} {static}: no dimension can become "
+            "dynamic, so every new size compiles a new entry"
         )
     return (
         f"no compile of {_name(found.frame)} made any dimension dynamic: automatic dynamic "
@@ -200,9 +208,7 @@ def static_size_fix(
     test_static_limit.py's program (dynamic=False, new sizes live until the limit): dropping
     dynamic=False, mark_dynamic on the input, and every size warmed with the limit raised to
     hold them each left no recompile-limit hit."""
-    undo = (
-        "dynamic=False" if "dynamic=False" in static else "that setting (torch's default is True)"
-    )
+    undo = static_undo(static)
     if at_limit:
         counted = (
             f" ({sizes} here so far: the sizes it compiled and the one that hit the limit; more "
@@ -222,7 +228,7 @@ def static_size_fix(
             "torch._dynamo.config.recompile_limit allows (8 by default): each holds an entry "
             "of its own."
         )
-    verb = "was compiled with" if "dynamic=False" in static else "was compiled under"
+    verb = static_verb(static)
     return (
         f"{frame} {verb} {static}: automatic dynamic is off for it, so every new "
         f"size of {dimension} compiles a new entry, and warming up two sizes does not make it "

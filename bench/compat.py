@@ -1,7 +1,7 @@
 """The support range, tested: one venv per torch minor release, a record-path smoke in each.
 
     python bench/compat.py                         # every minor from pyproject's torch>= on
-    python bench/compat.py --torch 2.6,2.15 --programs loop,fixture   # what CI runs (.ci/run)
+    python bench/compat.py --torch 2.6,2.15 --programs loop,limit,fixture   # CI (.ci/run)
     python bench/compat.py --torch 2.6,2.13 --programs loop,fixture
 
 For each torch minor release on the registry (the newest patch of each, from pyproject's
@@ -13,6 +13,9 @@ runs plain and under `diag record` through bench/compat_probe.py, which prints D
 at exit, and the two runs must agree:
 
 - loop: bench/compat_loop.py, torch.compile(lambda x: torch.sin(x) * 2) at sizes 4, 4, 8;
+- limit: bench/compat_limit.py, the loop under `config.patch(cache_size_limit=2)` (the limit's
+  old name) at sizes 4, 8, 1: the third call's compile is refused, and diag must name the
+  lowered setting as the cause;
 - fixture: the reference service, one block, with its guard-churn and unwarmed-shape plants
   (a live request at a width warmup never served recompiles);
 - diffusers: bench/diffusers_tiny.py, a tiny DiTPipeline whose blocks are compiled (its second
@@ -71,6 +74,15 @@ PROGRAMS: dict[str, Program] = {
             ("bench/compat_loop.py",),
             r"(?m)^loop .*$",
             r"recompiled during live request r2 .*size mismatch at index 0\. expected 4, actual 8",
+        ),
+        Program(
+            "limit",
+            ("bench/compat_limit.py",),
+            r"(?m)^limit .*$",
+            # The limit lowered by config.patch(cache_size_limit=2), named as torch has it:
+            # cache_size_limit on 2.6, recompile_limit (its alias's target) from 2.7 on.
+            r"\[recompile-limit\] <lambda> hit the recompile limit at live r3 step 0 because the "
+            r"program lowered torch\._dynamo\.config\.(cache_size|recompile)_limit to 2",
         ),
         Program(
             "fixture",

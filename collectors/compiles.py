@@ -83,6 +83,16 @@ def _interned_file(value: Any) -> str | None:
     return _FILES.get(value)
 
 
+def _limit_hit_as_backward(metrics: object) -> bool:
+    """Whether `bwd_compilation_metrics` is torch 2.6's record of a forward frame's compile
+    refused by the recompile limit (its fail reason names the limit)."""
+    return (
+        isinstance(metrics, dict)
+        and bool(metrics.get("fail_type"))
+        and _LIMIT_RE.search(str(metrics.get("fail_reason") or "")) is not None
+    )
+
+
 class CompileCollector:
     def __init__(self, session: Session) -> None:
         self.session = session
@@ -148,6 +158,11 @@ class CompileCollector:
             return
         if "compilation_metrics" in metadata:
             self._on_metrics(metadata["compilation_metrics"])
+            return
+        if _limit_hit_as_backward(metadata.get("bwd_compilation_metrics")):
+            # torch 2.6 fills `is_forward` only after the limit check, so a refused compile's
+            # metrics arrive under the backward name (no co_name; the frame id names it).
+            self._on_metrics(metadata["bwd_compilation_metrics"])
             return
         if "dynamo_cpp_guards_str" in metadata:
             # The compiled entry's guard tree: where in user code each guarded source is read,
@@ -289,6 +304,11 @@ class CompileCollector:
             result = "ok"
         now = time.monotonic_ns()
         started = self.started.pop(compile_id, None)
+        if started is None:
+            # Torch refuses a compile over the recompile limit before it logs dynamo_start, so
+            # the settings are read here too: a limit lowered by `config.patch` around serving
+            # (warmup compiled under another value) is the one this refusal used.
+            self._settings(compile_id)
         duration = metrics.get("entire_frame_compile_time_s")
         if duration is None and started is not None:
             duration = (now - started) / 1e9

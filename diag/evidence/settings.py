@@ -18,6 +18,9 @@ class Setting:
     name: str
     value: Any
     default: Any  # None: torch's default not recorded
+    #: The attribute as the recording's torch names it, where it differs from `name`:
+    #: `cache_size_limit` on a torch that has no `recompile_limit` yet (2.6).
+    attr: str | None = None
 
     @property
     def changed(self) -> bool:
@@ -25,7 +28,7 @@ class Setting:
 
     def phrase(self) -> str:
         """`the program lowered recompile_limit to 2 (torch's default: 8)`."""
-        name = f"torch._dynamo.config.{self.name}"
+        name = f"torch._dynamo.config.{self.attr or self.name}"
         if not self.changed:
             return f"{name} = {self.value!r} (torch's default)"
         verb = "set"
@@ -52,7 +55,9 @@ def settings_at(run: RunData, pid: int, t: int) -> dict[str, Setting]:
         }
         if "cache_size_limit" in found:  # torch before recompile_limit's name
             old = found.pop("cache_size_limit")
-            found["recompile_limit"] = Setting("recompile_limit", old.value, old.default)
+            found["recompile_limit"] = Setting(
+                "recompile_limit", old.value, old.default, attr="cache_size_limit"
+            )
     return found
 
 
@@ -64,3 +69,12 @@ def setting_for(run: RunData, item: Compile, name: str) -> Setting | None:
 def changed_settings(run: RunData, item: Compile) -> list[Setting]:
     """The settings the program changed from torch's defaults, in effect at `item`."""
     return [s for s in settings_at(run, item.pid, item.t).values() if s.changed]
+
+
+def limit_while(run: RunData, items: list[Compile]) -> Setting | None:
+    """The highest recompile limit in effect at any of `items` (a frame's warmup compiles): a
+    limit lowered by `config.patch` around serving only refuses the compiles made under it,
+    and entries warmup compiled under a higher one still serve the calls that match them."""
+    limits = [setting_for(run, item, "recompile_limit") for item in items]
+    known = [s for s in limits if s is not None and isinstance(s.value, int)]
+    return max(known, key=lambda s: int(s.value)) if known else None

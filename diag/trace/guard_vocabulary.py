@@ -71,7 +71,9 @@ VOCABULARY: tuple[GuardCheck, ...] = (
         "a static dimension changed size",
         ("TENSOR_MATCH", "TensorGuards"),
         "The entry was compiled for one size of this dimension (Dynamo treats sizes as static "
-        "until a second size is seen, or when dynamic=False) and the call brought another.",
+        "until a second size is seen; always under dynamic=False or "
+        "torch._dynamo.config.automatic_dynamic_shapes = False, where warming up two sizes "
+        "makes nothing dynamic) and the call brought another.",
         (
             Fix(
                 "torch._dynamo.mark_dynamic(tensor, dim) on the tensor before the first call "
@@ -427,7 +429,8 @@ VOCABULARY: tuple[GuardCheck, ...] = (
         ("EQUALS_MATCH", "CONSTANT_MATCH", "CONSTANT_SUBCLASS_MATCH"),
         "A Python number or string passed to the compiled call is a constant of the entry: "
         "strings and floats (unless specialize_float is off) on every value, ints until "
-        "automatic dynamic makes them symbolic after the second value.",
+        "automatic dynamic makes them symbolic after the second value (never under "
+        "dynamic=False or torch._dynamo.config.automatic_dynamic_shapes = False).",
         (
             Fix("Pass a number that varies per call as a tensor", "argument_float"),
             Fix("Warm up each value of a small set (e.g. a mode string)", "argument_str"),
