@@ -2,11 +2,16 @@
 
 Why: a failed compile either kills the program (`BackendCompilerFailed`, `Unsupported` under
 `fullgraph=True`, a `ConstraintViolationError` on a dim marked dynamic) or, with
-`torch._dynamo.config.suppress_errors = True`, is swallowed: Dynamo logs one warning and runs
-that frame eagerly for the rest of the run, so the service works and is simply as slow as eager,
-with nothing else to show for it. One finding per failing frame and cause, always an error, with
-torch's whole reason, the user line it names, and the fix for the known causes. A crash that is
-this failure's exception is folded in here as evidence (the crash analyzer leaves it alone).
+`torch._dynamo.config.suppress_errors = True`, is swallowed: Dynamo logs one warning and skips
+that frame's code from then on, so every later call of it runs eagerly (even calls an entry
+compiled before the failure would serve) and the service is simply as slow as eager, with
+nothing else to show for it. A program may also catch the error itself (try/except around the
+call) and run the call some other way: the frame's entries keep serving what they cover, and
+each call at the failing input compiles and fails again. One finding per failing frame and
+cause, always an error, with torch's whole reason, the user line it names, the place (request,
+step, thread), the guard torch named when it was a recompile, what ran eagerly afterwards, and
+the fix for the known causes. A crash that is this failure's exception is folded in here as
+evidence (the crash analyzer leaves it alone).
 
 Results `recompile_limit` are the recompile-limit analyzer's, and a failed compile inside a
 failed `magi_compile` is magi-compile's (with the declared dims and magi's fix): neither is
@@ -18,8 +23,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from diag.evidence.causes import cause_line, recompile_cause, recompile_claim
 from diag.evidence.claims import claim
+from diag.evidence.fallback import (
+    EagerExtent,
+    checks_since,
+    spots_text,
+    stance_checks,
+    stance_eager_calls,
+    suppressed_extent,
+)
 from diag.evidence.frames import label as frame_label
+from diag.evidence.request_names import request_name
 from diag.findings.model import Finding
 from diag.trace.numerals import parse_int
 from diag.trace.run import Compile, Event, RunData, Trace
@@ -111,10 +126,10 @@ def _finding(
     reason = first.fail_reason or "no reason recorded"
     fail_type = first.fail_type or "unknown"
     user = user_line(reason) or _located(first.fail_user_frame)
-    where = _where(first)
+    where = _where(run, first)
     crash = _crash_of(run, first)
-    kind, cause, fix = _explain(fail_type, reason, user)
-    title = f"{frame} failed to compile: {cause}"
+    kind, why, fix = _explain(fail_type, reason, user)
+    title = f"{frame} failed to compile: {why}"
     evidence = [
         f"compile {first.compile_id} of {frame} failed at {where}: {fail_type}",
         "reason: " + _indent(reason),
@@ -125,10 +140,17 @@ def _finding(
         evidence.append(f"user frame: {first.fail_user_frame}")
     if len(items) > 1:
         ids = ", ".join(c.compile_id for c in items[:8])
-        evidence.append(f"{len(items)} compiles of {frame} failed the same way ({ids})")
+        places = "; ".join(_where(run, c) for c in items[:4])
+        evidence.append(f"{len(items)} compiles of {frame} failed the same way ({ids}: {places})")
+    cause = recompile_cause(run, first)
+    if cause is not None:
+        # Why Dynamo was compiling at all: torch's failing guard, as live-compile words it.
+        evidence.append(f"a {'live ' if first.live else ''}recompile: {cause_line(cause)}")
     label = frame_label(run, first.frame) if first.frame is not None else frame
     claims = [_failure_claim(run, c, label) for c in items]
-    eager = _eager_fallback(run, first, crash, imported)
+    if cause is not None:
+        claims.append(recompile_claim(run, first, label))
+    eager = _eager_fallback(run, first, crash, imported, items)
     if eager is not None:
         lines, eager_claim = eager
         evidence.extend(lines)
@@ -149,10 +171,10 @@ def _finding(
             kind = "eager-fallback"
             entries = _entries_before(run, first)
             title = (
-                f"{frame} never compiled and runs eagerly for the rest of the run ({cause})"
+                f"{frame} never compiled and runs eagerly for the rest of the run ({why})"
                 if not entries
-                else f"{frame} stopped compiling: calls its {entries} earlier entr"
-                f"{'y does' if entries == 1 else 'ies do'} not serve run eagerly ({cause})"
+                else f"{frame} runs eagerly for the rest of the run, its {entries} compiled "
+                f"entr{'y' if entries == 1 else 'ies'} unused: a compile failed ({why})"
             )
             fix = (
                 f"{fix} torch._dynamo.config.suppress_errors = True hid this: set it to False "
@@ -306,54 +328,69 @@ def _first_of_other_frames(items: list[Compile]) -> list[Compile]:
 
 
 def _eager_fallback(
-    run: RunData, item: Compile, crash: Event | None, imported: bool
+    run: RunData,
+    item: Compile,
+    crash: Event | None,
+    imported: bool,
+    items: list[Compile] | None = None,
 ) -> tuple[list[str], dict[str, object] | None] | None:
-    """Evidence that the frame ran eagerly after the failure, with its eager-calls claim (the
-    fields beyond the position), or None if the program did not go on (it died of the
-    exception, or suppress_errors was off).
+    """Evidence of what ran after the failure, with its eager-calls claim (the fields beyond
+    the position), or None if the program died of the exception.
 
-    After a suppressed failure Dynamo compiles the frame no more, but keeps running the entries
-    it compiled before: a call one of them serves runs compiled, any other call eagerly."""
+    After a suppressed failure Dynamo skips the frame's code: every later call runs eagerly,
+    even one an entry compiled before would serve (the entries stay in the cache, unused; seen
+    with a counting backend on torch 2.6 and 2.13). The recorder counts those calls. An error
+    that reached the program and did not kill it was caught there (`items`: the failures of the
+    group, each one a call that raised and ran no compiled code)."""
     frame = item.frame.name if item.frame is not None else "the frame"
-    if crash is not None or item.suppress_errors is False:
+    if crash is not None:
         return None
     if item.suppress_errors is None:
         if not imported:
             return None
         return [
             "a TORCH_TRACE log does not say whether the error reached the program or was "
-            f"suppressed (torch._dynamo.config.suppress_errors), in which case {frame} ran "
-            "eagerly from then on, except calls an earlier entry of it served"
+            f"suppressed (torch._dynamo.config.suppress_errors), in which case every later "
+            f"call of {frame} ran eagerly"
         ], None
+    if item.suppress_errors is False:
+        caught = _caught(run, item, items or [item])
+        return (caught, None) if caught is not None else None
     after = [s for s in run.steps if s.pid == item.pid and s.start_t >= item.t]
     entries = _entries_before(run, item)
-    failed_call = {"request": item.request_id, "step": item.step}
-    if entries:
-        lines = [
-            f"suppress_errors was on: Dynamo swallowed the error and compiles {frame} no more; "
-            f"it keeps running the {entries} entr{'y' if entries == 1 else 'ies'} compiled "
-            "before the failure, so a later call one of them serves runs compiled and any "
-            "other call runs eagerly, with no further compile or message",
-            "diag cannot count the eager calls (a call that runs eagerly leaves no trace); "
-            "the call that failed to compile ran eagerly",
-        ]
-        fields: dict[str, object] = {"calls": [failed_call], "count": None, "extent": "unknown"}
+    extent = suppressed_extent(run, item)
+    lines = [
+        f"suppress_errors was on: Dynamo swallowed the error, ran the call eagerly and skips "
+        f"{frame}'s code from then on: every later call of it runs eagerly, with no further "
+        "compile or message"
+        + (
+            f"; the {entries} entr{'y' if entries == 1 else 'ies'} compiled before the failure "
+            "stay in the cache, unused"
+            if entries
+            else ""
+        )
+    ]
+    if extent.known:
+        lines.append(_counted_line(frame, extent))
+        fields: dict[str, object] = {
+            "calls": _calls(extent),
+            "count": extent.eager_calls,
+            "extent": extent.how,
+        }
     else:
-        lines = [
-            f"suppress_errors was on: Dynamo swallowed the error and compiles {frame} no more; "
-            "it had no compiled entry, so every later call runs eagerly, with no further "
-            "compile or message",
-            "diag cannot count the eager calls (a skipped frame leaves no trace of its calls)",
-        ]
+        lines.append(
+            f"diag cannot count the eager calls (it did not wrap the callable whose code is "
+            f"{frame}); the call that failed to compile ran eagerly"
+        )
+        failed_call = {"request": item.request_id, "step": item.step}
         spots = [failed_call] + [{"request": s.request_id, "step": s.index} for s in after]
         fields = {"calls": list({(c["request"], c["step"]): c for c in spots}.values()),
-                  "count": None, "extent": "unknown"}  # fmt: skip
+                  "count": None, "extent": extent.how}  # fmt: skip
     if after:
         requests = sorted({s.request_id for s in after})
         lines.append(
             f"{len(after)} step(s) of {len(requests)} request(s) ran after the failure "
-            f"({', '.join(requests[:6])})"
-            + (f"; every call of {frame} in them ran eagerly" if not entries else "")
+            f"({', '.join(requests[:6])}); every call of {frame} in them ran eagerly"
         )
     elif run.steps:
         lines.append("no step ran after the failure")
@@ -366,6 +403,63 @@ def _eager_fallback(
             "(to its last recorded event)"
         )
     return lines, fields
+
+
+def _counted_line(frame: str, extent: EagerExtent) -> str:
+    spots = sorted(extent.eager, key=_spot_order)
+    return (
+        f"{extent.eager_calls} call(s) of {frame} ran eagerly from the failure on "
+        f"({spots_text(spots)}), counted as they were made"
+    )
+
+
+def _calls(extent: EagerExtent) -> list[dict[str, object]]:
+    return [
+        {"request": rid, "step": step} for (_, rid, step) in sorted(extent.eager, key=_spot_order)
+    ]
+
+
+def _spot_order(spot: tuple[str, str | None, int | None]) -> tuple[str, int]:
+    return (str(spot[1]), spot[2] if spot[2] is not None else -1)
+
+
+def _caught(run: RunData, item: Compile, items: list[Compile]) -> list[str] | None:
+    """The error reached the program and did not kill it: the program caught it. None when
+    nothing shows the program went on (no step or request of the process ended after it)."""
+    went_on = any(s.pid == item.pid and (s.end_t or 0) > item.t for s in run.steps) or any(
+        r.pid == item.pid and (r.end_t or 0) > item.t for r in run.requests
+    )
+    if not went_on:
+        return None
+    frame = item.frame.name if item.frame is not None else "the frame"
+    mine = [c for c in items if c.pid == item.pid and c.frame == item.frame]
+    spots = [(c.phase, c.request_id, c.step) for c in mine]
+    line = (
+        f"the error reached the program (suppress_errors off) and did not stop it: the program "
+        f"caught it; {len(mine)} call(s) of {frame} raised it and ran no compiled code "
+        f"({spots_text(sorted(spots, key=_spot_order))}); what the program ran instead is its own"
+    )
+    lines = [line]
+    requests = {c.request_id for c in mine if c.request_id is not None}
+    for request in run.requests:
+        if request.pid == item.pid and request.request_id in requests:
+            ended = "ended" if request.end_t is not None else "was still open at the end"
+            lines.append(
+                f"{request_name(run, request.pid, request.request_id)} went on and {ended} "
+                f"after {request.step_count} step(s)"
+            )
+    spot = (item.phase, item.request_id, item.step)
+    checks = checks_since(run, stance_checks(run, "force_eager"), item.pid, spot, item.t)
+    for name, forced in stance_eager_calls(checks).items():
+        lines.append(
+            f"then {len(forced)} call(s) of {name} ran under set_stance('force_eager') "
+            f"({spots_text(sorted(forced, key=_spot_order))}), eagerly, counted as they were made"
+        )
+    lines.append(
+        f"torch keeps {frame}'s entries: later calls they serve run compiled, and each call at "
+        "the failing input compiles again and fails again"
+    )
+    return lines
 
 
 def _last_seen(run: RunData, pid: int) -> int:
@@ -429,14 +523,13 @@ def _indent(reason: str) -> str:
     return shown + ("\n          ..." if len(lines) > 40 else "")
 
 
-def _where(item: Compile) -> str:
+def _where(run: RunData, item: Compile) -> str:
     if item.phase == "unknown":
         return "a point the trace has no step information for"
     if item.request_id is None:
         return f"{item.phase}, outside a request"
-    return f"{item.phase} {item.request_id}" + (
-        f" step {item.step}" if item.step is not None else ""
-    )
+    name = request_name(run, item.pid, item.request_id)
+    return f"{item.phase} {name}" + (f" step {item.step}" if item.step is not None else "")
 
 
 def _exit_text(trace: Trace, run: RunData) -> str:

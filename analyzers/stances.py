@@ -5,11 +5,13 @@ Why: a service that pins its compiled code after warmup (torch's advice for serv
 plain RuntimeError where a call needs a new compile: no compile runs and torch logs no guard
 failure, so nothing else in the record shows it. The program usually catches it and serves the
 request again under `force_eager`: the slowest request of the day, with no compile to show for
-it. Each refusal is an error at the request, step and thread where it happened, with the guards
-torch named in its message, and the steps that then ran under `force_eager` (count, requests,
-their median time against the compiled steps of live requests). `eager_on_recompile` runs such
-calls eagerly without any error and torch records nothing per call; diag checks each compiled
-call under that stance against the frame's cache entries as Dynamo does
+it. Each refusal is an error at the request, step and thread where it happened (a request's
+refusals of one frame together: a program that reruns each call is refused at every step), with
+the guards torch named in its message, and the steps that then ran under `force_eager` (count,
+requests, their median time against the compiled steps of live requests) and the calls of each
+compiled frame the recorder counted under that stance. `eager_on_recompile` runs such calls
+eagerly without any error and torch records nothing per call; diag checks each compiled call
+under that stance against the frame's cache entries as Dynamo does
 (collectors/limit_calls.py, `limit_calls` events with `stance`), and says which calls of which
 frame ran eagerly, in which requests and steps, beside the live steps that ran under it.
 """
@@ -19,7 +21,13 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterator
 
-from diag.evidence.fallback import compiled_count, spots_text, stance_checks, stance_eager_calls
+from diag.evidence.fallback import (
+    checks_since,
+    compiled_count,
+    spots_text,
+    stance_checks,
+    stance_eager_calls,
+)
 from diag.findings.model import Finding
 from diag.trace.run import Event, Frame, RunData, Step, Trace
 
@@ -34,7 +42,7 @@ def analyze(trace: Trace) -> list[Finding]:
     findings: list[Finding] = []
     for run in trace.subject_runs:
         seen: dict[str, int] = {}
-        findings.extend(_refused(run, event, seen) for event in run.of("recompile_refused"))
+        findings.extend(_refused(run, events, seen) for events in _by_request(run))
         findings.extend(_eager_on_recompile(run))
     return findings
 
@@ -48,7 +56,20 @@ def _where(event: Event) -> str:
     return f"{place} (thread {thread})" if isinstance(thread, str) else place
 
 
-def _refused(run: RunData, event: Event, seen: dict[str, int]) -> Finding:
+def _by_request(run: RunData) -> list[list[Event]]:
+    """Refusals grouped by process, frame and request (a program that reruns each refused call
+    eagerly is refused at every step of that request), in the order they began."""
+    groups: dict[tuple[int, object, object], list[Event]] = {}
+    for event in run.of("recompile_refused"):
+        frame = Frame.from_event(event.data.get("frame"))
+        rid = event.position[1]
+        key = (event.pid, frame, rid if rid is not None else object())
+        groups.setdefault(key, []).append(event)
+    return list(groups.values())
+
+
+def _refused(run: RunData, events: list[Event], seen: dict[str, int]) -> Finding:
+    event = events[0]
     frame = Frame.from_event(event.data.get("frame"))
     name = frame.name if frame is not None and frame.name else "a compiled frame"
     location = (
@@ -66,14 +87,27 @@ def _refused(run: RunData, event: Event, seen: dict[str, int]) -> Finding:
         "the guards that failed, as torch's error names them: "
         + ("; ".join(guards) if guards else "none named (the frame held no cache entry)"),
     ]
+    later = [e.position[2] for e in events[1:]]
+    if later:
+        steps = ", ".join("?" if s is None else str(s) for s in later)
+        evidence.append(
+            f"refused again {len(later)} time(s) in {rid}, at step(s) {steps}: each call at "
+            "that input raised, and torch compiled nothing"
+        )
     evidence.extend(_then_eager(run, event))
     live = phase == "live" and rid is not None
     suffix = f":{index + 1}" if index else ""
+    title = f"{name}: a recompile refused under fail_on_recompile at {_where(event)}"
+    if later:
+        title = (
+            f"{name}: {len(events)} recompiles refused under fail_on_recompile, from "
+            f"{_where(event)} on"
+        )
     return Finding(
         id=f"{ANALYZER}:refused:{name}{suffix}",
         analyzer=ANALYZER,
         severity="error" if live else "warning",
-        title=f"{name}: a recompile refused under fail_on_recompile at {_where(event)}",
+        title=title,
         evidence=evidence,
         fix=(
             "warm up the input the failing guard names (its actual value above) before "
@@ -81,7 +115,13 @@ def _refused(run: RunData, event: Event, seen: dict[str, int]) -> Finding:
         ),
         location=location,
         run=run.label,
-        data={"request_id": rid, "step": step, "phase": phase, "guards": guards},
+        data={
+            "request_id": rid,
+            "step": step,
+            "phase": phase,
+            "guards": guards,
+            "refused": len(events),
+        },
     )
 
 
@@ -104,7 +144,8 @@ def _live_steps(run: RunData, pid: int) -> Iterator[tuple[str, Step]]:
 
 def _then_eager(run: RunData, event: Event) -> list[str]:
     """What the program did after the refusal: the live steps that ran under force_eager from
-    then on, against the steps that ran compiled."""
+    then on, against the steps that ran compiled, and the calls of each compiled frame the
+    recorder counted under force_eager (a program may rerun one call, not a whole step)."""
     changes = run.of("stance")
     eager: list[tuple[str, Step]] = []
     compiled: list[float] = []
@@ -114,19 +155,31 @@ def _then_eager(run: RunData, event: Event) -> list[str]:
             eager.append((rid, step))
         elif stance not in (FORCE_EAGER, EAGER_ON_RECOMPILE) and step.wall_s is not None:
             compiled.append(step.wall_s)
-    if not eager:
+    checks = checks_since(run, stance_checks(run, FORCE_EAGER), event.pid, event.position, event.t)
+    calls = stance_eager_calls(checks)
+    if not eager and not calls:
         return ["no live step ran under force_eager after it (the request failed or ended)"]
-    requests = sorted({rid for rid, _ in eager}, key=str)
-    walls = [s.wall_s for _, s in eager if s.wall_s is not None]
-    line = f"then {len(eager)} live step(s) ran eagerly under force_eager, in {', '.join(requests)}"
-    if walls:
-        line += f": median {_secs(statistics.median(walls))}"
-        if compiled:
-            line += (
-                f" a step against {_secs(statistics.median(compiled))} for the "
-                f"{len(compiled)} live step(s) that ran compiled"
-            )
-    return [line]
+    lines = []
+    if eager:
+        requests = sorted({rid for rid, _ in eager}, key=str)
+        walls = [s.wall_s for _, s in eager if s.wall_s is not None]
+        line = f"then {len(eager)} live step(s) ran eagerly under force_eager, in " + ", ".join(
+            requests
+        )
+        if walls:
+            line += f": median {_secs(statistics.median(walls))}"
+            if compiled:
+                line += (
+                    f" a step against {_secs(statistics.median(compiled))} for the "
+                    f"{len(compiled)} live step(s) that ran compiled"
+                )
+        lines.append(line)
+    lines.extend(
+        f"then {len(spots)} call(s) of {frame} ran eagerly under force_eager "
+        f"({spots_text(spots)}), counted as they were made"
+        for frame, spots in calls.items()
+    )
+    return lines
 
 
 def _eager_on_recompile(run: RunData) -> list[Finding]:

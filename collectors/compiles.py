@@ -100,6 +100,9 @@ class CompileCollector:
         self.frames: dict[int, dict[str, Any]] = {}  # frame_id -> frame, in this epoch
         self.started: dict[str, int] = {}  # compile id -> start time (monotonic ns)
         self.limited: set[tuple[str, str, int]] = set()
+        #: Frames whose compile failed with `suppress_errors` on: Dynamo skips their code from
+        #: then on (every later call runs eagerly, entries compiled before unused) until a reset.
+        self.suppressed: set[tuple[str, str, int]] = set()
         self.compiles = 0
         # compile id -> the `dynamo_error` traceback torch logs just before a failed compile ends.
         self.errors: dict[str, str] = {}
@@ -135,6 +138,7 @@ class CompileCollector:
         self.epoch += 1
         self.frames.clear()
         self.started.clear()
+        self.suppressed.clear()  # reset clears each code's skip with its cache entries
         self.session.emit("dynamo_reset", epoch=self.epoch)
         for hook in self.after_reset:  # reset clears Dynamo's callbacks: register again
             self.session.install("compiles.after_reset", hook)
@@ -313,6 +317,7 @@ class CompileCollector:
         if duration is None and started is not None:
             duration = (now - started) / 1e9
         self.compiles += 1
+        failure = self._failure(metrics, error) if result == "failed" else {}
         self.session.emit(
             "compile_end",
             compile_id=compile_id,
@@ -325,13 +330,15 @@ class CompileCollector:
             fail_reason=bounded_reason(metrics.get("fail_reason"))
             if result == "failed"
             else fail_reason,
-            **(self._failure(metrics, error) if result == "failed" else {}),
+            **failure,
             cache_size=metrics.get("cache_size"),
             graph_op_count=metrics.get("graph_op_count"),
             guard_count=metrics.get("guard_count"),
             restart_reasons=metrics.get("restart_reasons"),
             **self._where(),
         )
+        if failure.get("suppress_errors") is True and frame is not None:
+            self.suppressed.add((str(frame["name"]), str(frame["file"]), int(frame["line"] or 0)))
         if result == "recompile_limit" and frame is not None:
             # The limit event keeps the first line, as it always has (recompile-limit quotes it).
             self.limited.add((str(frame["name"]), str(frame["file"]), int(frame["line"] or 0)))

@@ -15,6 +15,15 @@ frame: a call that passes no entry runs eagerly, and torch records nothing (no c
 failure, no log line; checked on torch 2.13). While that stance is set, every compiled frame's
 calls are checked the same way, and their events carry `stance`. A frame with no entry yet
 compiles as usual under that stance: its first call counts as compiled.
+
+A compile failure that `torch._dynamo.config.suppress_errors` swallowed is harsher: Dynamo marks
+the frame's code to be skipped, so every later call of it runs eagerly, even one an entry
+compiled before the failure would serve (the entries stay in the cache, unused, until
+`torch._dynamo.reset()`; seen with a counting backend on torch 2.6 and 2.13). Those calls need
+no check: each is counted eager, and their events carry `suppressed`. Not under
+`fullgraph=True`, where Dynamo raises the error whatever suppress_errors says. Under
+`set_stance("force_eager")` (a program's own fallback after a refused or failed compile) every
+call runs eagerly: counted the same way, with `stance` `force_eager`.
 """
 
 from __future__ import annotations
@@ -30,6 +39,8 @@ if TYPE_CHECKING:
 
 #: The stance under which a call that passes no cache entry runs eagerly, silently.
 EAGER_ON_RECOMPILE = "eager_on_recompile"
+#: The stance under which every call runs eagerly (a program's own fallback, say).
+FORCE_EAGER = "force_eager"
 
 #: Calls checked per frame; later calls are counted as unchecked.
 MAX_CHECKS = 20_000
@@ -45,6 +56,7 @@ class _Counts:
     unchecked: int = 0
     served_by: str | None = None  # the entry that served the last compiled call
     stance: str | None = None  # set when checked for the stance, not a limit hit
+    suppressed: bool = False  # counted because Dynamo skips the frame after a suppressed error
 
 
 class LimitCalls:
@@ -53,6 +65,9 @@ class LimitCalls:
         self.open: dict[FrameKey, _Counts] = {}
         self.checks: dict[FrameKey, int] = {}
         self.signatures: dict[Any, inspect.Signature | None] = {}
+        #: Frames compiled with fullgraph=True (collectors/shapes.py fills it): their compile
+        #: errors always raise, so suppress_errors never makes Dynamo skip them.
+        self.fullgraph: set[FrameKey] = set()
 
     def may_observe(self, key: FrameKey) -> bool:
         """Whether `observe` has work for a call of `key`: the frame hit its limit, or the
@@ -69,19 +84,33 @@ class LimitCalls:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> None:
-        """Called before each call of a compiled callable; works only for limited frames."""
+        """Called before each call of a compiled callable; works only for limited frames, frames
+        Dynamo skips after a suppressed error, and under eager_on_recompile or force_eager."""
         compiles = self.session.compiles
-        limited = compiles is not None and key in compiles.limited
-        eager_stance = not limited and stance() == EAGER_ON_RECOMPILE
-        if not limited and not eager_stance:
+        suppressed = (
+            compiles is not None and key in compiles.suppressed and key not in self.fullgraph
+        )
+        current = None if suppressed else stance()
+        forced = current == FORCE_EAGER
+        limited = not suppressed and not forced and compiles is not None and key in compiles.limited
+        eager_stance = not suppressed and not limited and current == EAGER_ON_RECOMPILE
+        if not suppressed and not forced and not limited and not eager_stance:
             return
         steps = self.session.steps
         position = steps.position() if steps is not None else {}
         counts = self.open.get(key)
-        why = EAGER_ON_RECOMPILE if eager_stance else None
-        if counts is None or _where(counts.position) != _where(position) or counts.stance != why:
+        why = FORCE_EAGER if forced else EAGER_ON_RECOMPILE if eager_stance else None
+        if (
+            counts is None
+            or _where(counts.position) != _where(position)
+            or counts.stance != why
+            or counts.suppressed != suppressed
+        ):
             self._flush(key)
-            counts = self.open[key] = _Counts(position, stance=why)
+            counts = self.open[key] = _Counts(position, stance=why, suppressed=suppressed)
+        if suppressed or forced:  # Dynamo runs the code without looking at its entries
+            counts.eager += 1
+            return
         done = self.checks.get(key, 0)
         if done >= MAX_CHECKS:
             counts.unchecked += 1
@@ -160,6 +189,7 @@ class LimitCalls:
             unchecked=counts.unchecked,
             served_by=counts.served_by,
             **({"stance": counts.stance} if counts.stance else {}),
+            **({"suppressed": True} if counts.suppressed else {}),
             **counts.position,
         )
 

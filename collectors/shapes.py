@@ -269,6 +269,8 @@ class ShapeCollector:
         if key in self.optioned:
             return
         self.optioned.add(key)
+        if options.get("fullgraph"):
+            self.limit_calls.fullgraph.add(key)
         backend = options.get("backend", "inductor")
         self.session.emit(
             "compile_options",

@@ -17,6 +17,7 @@ torch wrote into the message, and the thread's request and step.
 from __future__ import annotations
 
 import re
+import threading
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -40,8 +41,10 @@ _STANCES: Stances | None = None
 class Stances:
     def __init__(self, session: Session) -> None:
         self.session = session
-        #: (id, message) of the last refused error noted: one error passes several wrappers.
-        self._last: tuple[int, str] | None = None
+        #: Per thread, (id, message) of the refused error noted since the thread's last call
+        #: into compiled code began: one error passes several wrappers on its way out. Cleared
+        #: at each call's start (`begin_call`), since a later error may reuse a freed one's id.
+        self._local = threading.local()
 
     @classmethod
     def install(cls, session: Session) -> Stances:
@@ -93,9 +96,9 @@ class Stances:
         if not message.startswith(REFUSED):
             return
         key = (id(exc), message)
-        if key == self._last:
+        if key == getattr(self._local, "last", None):
             return
-        self._last = key
+        self._local.last = key
         match = _FRAME.search(message)
         frame = (
             {"name": match["name"], "file": match["file"], "line": int(match["line"])}
@@ -120,6 +123,14 @@ class Stances:
 def _name(stance: Any) -> str:
     name = getattr(stance, "stance", None)
     return name if isinstance(name, str) else "unknown"
+
+
+def begin_call() -> None:
+    """Called by diag's wrappers as a call into compiled code begins: an error leaving it is a
+    new one, whatever its id."""
+    stances = _STANCES
+    if stances is not None:
+        stances._local.last = None
 
 
 def note_error(exc: BaseException) -> None:

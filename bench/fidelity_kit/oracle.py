@@ -17,7 +17,11 @@ with `request()` and `step()`. The oracle never imports diag and reads nothing d
   each compile (torch 2.13 counts a break it resumes after in the top frame, and one that makes
   it skip the frame, under "unimplemented" only; the recompile-limit entry there is not a break);
 - whether each call of a watched compiled callable ran compiled: every cache entry's guards
-  checked against the call's arguments before the call (`watch_module`, `watch_callable`);
+  checked against the call's arguments before the call (`watch_module`, `watch_callable`),
+  except for a code object whose compile failed with `config_suppress_errors` (its
+  compilation_metrics say so): Dynamo skips that code from then on, so each later call runs
+  eagerly whatever its entries' guards say (seen with a counting backend on torch 2.6 and 2.13:
+  the entries stay in the cache, unused);
 - counters (aot_autograd's cache counters included) at each step end and at exit, each
   request's output digest, and an uncaught exception at exit (`sys.last_value`).
 
@@ -88,6 +92,10 @@ class _Oracle:
         self.entries_seen: dict[str, list[str]] = {}
         self.counters_seen: dict[str, dict[str, int]] = {}
         self.calls: dict[tuple[str, str, str | None, int | None], dict[str, Any]] = {}
+        #: Code objects (`_code_key`) Dynamo skips: a compile of theirs failed and
+        #: suppress_errors swallowed it. `harvested` compiles had started at the last harvest.
+        self.skipped_codes: set[str] = set()
+        self.harvested = 0
 
     # -- output ---------------------------------------------------------------------------------
 
@@ -186,6 +194,20 @@ class _Oracle:
             if isinstance(fields.get("fail_reason"), str):
                 fields["fail_reason"] = fields["fail_reason"][:4000]
             self.emit("metrics", **{k: v for k, v in fields.items() if v is not None})
+            limit = "recompile limit" in str(fields.get("fail_reason") or "").lower()
+            if fields.get("fail_type") and fields.get("config_suppress_errors") and not limit:
+                name, file, line = (
+                    fields.get(k) for k in ("co_name", "co_filename", "co_firstlineno")
+                )
+                self.skipped_codes.add(f"{name}@{file}:{line}")
+        self.harvested = len(self.started)
+
+    def skipped(self, code: Any) -> bool:
+        """Whether Dynamo skips `code` now (a suppressed failure of it was harvested; a
+        compile started since the last harvest is read first)."""
+        if len(self.started) > self.harvested:
+            self.harvest_metrics()
+        return _code_key(code) in self.skipped_codes
 
     def snapshot(self, where: str) -> None:
         """Cache entries per code object and Dynamo's counters, when they changed."""
@@ -234,7 +256,7 @@ class _Oracle:
         the calls that ran compiled after the step's first eager one: blocks sharing a code
         object share its recompile limit, so one block can compile in the step another hits it."""
         compiled = 0
-        if matched is None and len(self.started) > since:
+        if matched is None and len(self.started) > since and not self.skipped(code):
             from torch._C._dynamo.eval_frame import _debug_get_cache_entry_list
 
             now = {str(e.compile_id) for e in _debug_get_cache_entry_list(code)}
@@ -519,6 +541,8 @@ def _checked(
         bound.apply_defaults()
         f_locals = {**free, **bound.arguments}
         matched, entries = oracle.check_call(code, f_locals)
+        if matched is not None and oracle.skipped(code):
+            matched = None  # the entry passes, but Dynamo no longer looks: the call is eager
     except Exception:  # noqa: BLE001 - an unbindable call is recorded as unknown
         matched, entries = "unknown", -1
     _PENDING.append((code, matched, entries, len(oracle.started)))

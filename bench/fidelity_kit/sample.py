@@ -12,7 +12,8 @@ one process each, chosen so that every claim kind the oracle can check has a rea
   post-processing graph; every live request ends with `torch.cuda.empty_cache()`. Warmup is
   marked with `--warmup-requests`.
 - `ci-suppressed-failure`: the backend fails on the first compile of live traffic (an unwarmed
-  shape) and `suppress_errors` swallows it; warmup's entry keeps serving the warmed shape.
+  shape) and `suppress_errors` swallows it; Dynamo then skips the frame, so the warmed shape
+  runs eagerly too (warmup's entry stays in the cache, unused).
 - `ci-crash-unmarked`: warmup not marked for diag; the program raises after its last request.
 - `ci-constraint`: a dim marked dynamic that the code reads from Python state: the first compile
   fails with ConstraintViolationError and the program dies of it.

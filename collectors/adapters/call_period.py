@@ -16,7 +16,8 @@ the end of the first iteration), the period grows to the first call's next retur
 already closed stay as they were. The call sites outside the loop (the line that served the
 request) are learnt from the first period and left out of keys, so the loop entered again from
 elsewhere keeps its keys; where the period expects the loop's first call and finds another, the
-loop was entered anew: a new request.
+loop was entered anew: a new request. A call that raised makes the period be learnt again from
+its step (a program that catches a compile error may retry the call from another line).
 """
 
 from __future__ import annotations
@@ -47,11 +48,17 @@ class CallPeriod:
         #: denoising loop: the line that served this request); left out of keys once learned,
         #: so that the same loop entered from another line is the same loop.
         self.outer: int | None = None
+        #: A call of this request raised and the period was learnt again (relearn).
+        self.relearned = False
 
     def reset(self) -> None:
-        """A new request: its calls are counted from its first."""
+        """A new request: its calls are counted from its first. A period learnt again after a
+        call raised (a retry's calls in it) is not the loop's: the next request learns its own."""
         self.sequence = []
         self.calls = 0
+        if self.relearned:
+            self.period = None
+            self.relearned = False
 
     def boundary(self, key: Key) -> str:
         """Record one call: STEP when it starts a step (the request's first call, or a call at
@@ -80,6 +87,21 @@ class CallPeriod:
                 self._learn_outer(period)
         self.period = period
         return STEP if period is not None and index % period == 0 else ""
+
+    def relearn(self) -> None:
+        """The call recorded last raised: a program that catches the error may run the call
+        again another way (under `force_eager`, from another line), which the period learnt
+        from earlier requests would read as the loop entered anew. The period is learnt again
+        from the start of the step that call was in; the steps already closed stay."""
+        index = self.calls - 1
+        if index < 0 or index >= MAX_SEQUENCE:
+            return
+        period = self.period
+        start = index - index % period if period else 0
+        self.sequence = self.sequence[start:]
+        self.calls -= start
+        self.period = None
+        self.relearned = True
 
     def may_end_step(self) -> bool:
         """Whether the call recorded last may be a step's last: it completes a period, or no

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from ..stances import note_error
+from ..stances import begin_call, note_error
 from .call_period import REQUEST, CallPeriod, call_key
 from .inferred import (
     RANK_COMPILED_CALLS,
@@ -219,6 +219,7 @@ class CompiledCalls:
                 _first_call(fallback.session, target)
             if session.paused:
                 return compiled(*args, **kwargs)
+            begin_call()
             if idle():
                 try:
                     return compiled(*args, **kwargs)
@@ -230,6 +231,7 @@ class CompiledCalls:
                 return compiled(*args, **kwargs)
             except BaseException as exc:  # seen on its way to the program, never changed
                 note_error(exc)
+                fallback._local.raised = True
                 raise
             finally:
                 fallback.session.guarded(_WHERE, leave, token)
@@ -242,6 +244,7 @@ class CompiledCalls:
     # -- calls into compiled code --------------------------------------------------------------
 
     def _on_compiled_pre(self, module: Any, args: Any, kwargs: Any) -> None:
+        begin_call()
         stack = self._local.__dict__.setdefault("tokens", [])
         if _idle():
             stack.append(_IDLE)  # the post hook leaves nothing either
@@ -251,15 +254,16 @@ class CompiledCalls:
         stack[-1] = self._enter(target, args, kwargs)
 
     def _on_compiled_post(self, module: Any, args: Any, output: Any) -> None:
+        error = sys.exc_info()[1] if output is None else None
+        if error is not None:  # torch calls an always-called hook with None when forward raised
+            self._local.raised = True
         stack = self._local.__dict__.get("tokens")
         if stack:
             token = stack.pop()
             if token is not _IDLE:
                 self._leave(token)
-        if output is None:  # torch calls an always-called hook with None when forward raised
-            error = sys.exc_info()[1]
-            if error is not None:
-                note_error(error)
+        if error is not None:
+            note_error(error)
 
     def _enter(self, target: Any, args: Any, kwargs: Any) -> Any:
         """A call into compiled code begins; returns what `_leave` needs (a claimed target's)."""
@@ -268,6 +272,7 @@ class CompiledCalls:
         local.depth = depth + 1
         if depth:
             return None
+        local.raised = False  # set if this call raises (the period is then learnt again)
         local.outer_target = target
         for predicate, enter, leave in _CLAIMED:
             if predicate(target):
@@ -328,6 +333,9 @@ class CompiledCalls:
             if outermost:
                 local.outermost = False
                 self.inferred.last_call = now
+                if local.__dict__.get("raised"):
+                    self._period.relearn()
+            local.raised = False
 
     def _shape(self, args: Any, kwargs: Any) -> list[int] | None:
         shape = first_tensor_shape(self.torch, args, kwargs, _SHAPE_NAMES)

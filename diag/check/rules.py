@@ -193,9 +193,11 @@ def live_compile_rule(trace: Trace, policy: Policy, allow: Allowlist) -> RuleRes
     result = RuleResult(LIVE_COMPILE, "")
     groups: dict[tuple[str, int, Frame | None], list[Compile]] = {}
     runs: dict[str, RunData] = {}
+    failed = 0
     for run in trace.runs.values():
         for item in run.compiles:
             # A limit hit is recompile-limit's rule, a failed compile compile-failure's.
+            failed += item.live and item.result == "failed"
             if not item.live or item.result in ("recompile_limit", "failed"):
                 continue
             entry = (
@@ -217,8 +219,10 @@ def live_compile_rule(trace: Trace, policy: Policy, allow: Allowlist) -> RuleRes
             runs[run.label] = run
     count = sum(len(items) for items in groups.values())
     limit = policy.max_recompiles_after_warmup
-    result.summary = f"{count} compile(s) during live requests (max {limit})" + (
-        f"; {len(result.allowed)} allowed" if result.allowed else ""
+    result.summary = (
+        f"{count} compile(s) during live requests (max {limit})"
+        + (f"; {len(result.allowed)} allowed" if result.allowed else "")
+        + (f"; {failed} more failed (compile-failure)" if failed else "")
     )
     if count > limit:
         result.status = FAIL

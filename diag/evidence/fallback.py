@@ -9,17 +9,23 @@ recorder could not wrap) the extent is unknown and says so: never "eager from th
 
 Under `set_stance("eager_on_recompile")` the recorder checks every compiled frame's calls the
 same way (`limit_calls` events with `stance`): `stance_checks` and `stance_eager_calls` read
-those for the stances analyzer.
+those for the stances analyzer; under `force_eager` it counts every call (`stance`
+`force_eager`: all of them ran eagerly).
+
+A compile failure that `suppress_errors` swallowed makes Dynamo skip the frame's code from then
+on: every later call runs eagerly, entries compiled before it unused. The recorder counts those
+calls (`limit_calls` events with `suppressed`); `suppressed_extent` reads them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from diag.trace.run import Event, Frame, RunData
+from diag.trace.run import Compile, Event, Frame, RunData
 
 #: How the extent was learnt (docs/FINDINGS.md, claims: `eager-calls.extent`).
 CHECKED = "checked"
+COUNTED = "counted"  # every call counted: Dynamo skipped the frame, nothing to check
 UNKNOWN = "unknown"
 
 Spot = tuple[str, str | None, int | None]  # phase, request id, step
@@ -46,7 +52,7 @@ class EagerExtent:
 
     @property
     def known(self) -> bool:
-        return self.how == CHECKED
+        return self.how in (CHECKED, COUNTED)
 
     def claim(self, run: RunData, pid: int, frame: str) -> dict[str, object]:
         from diag.evidence.claims import claim
@@ -72,7 +78,11 @@ def eager_extent(run: RunData, hit: Event) -> EagerExtent:
     events = [
         e
         for e in run.of("limit_calls")
-        if e.pid == hit.pid and e.t >= hit.t and Frame.from_event(e.data.get("frame")) == frame
+        if e.pid == hit.pid
+        and e.t >= hit.t
+        and not e.data.get("stance")  # counted for a stance, not checked for the limit
+        and not e.data.get("suppressed")
+        and Frame.from_event(e.data.get("frame")) == frame
     ]
     # The call that hit the limit was not compiled: it ran eagerly.
     extent.eager[spot] = 1
@@ -88,6 +98,40 @@ def eager_extent(run: RunData, hit: Event) -> EagerExtent:
         if compiled:
             extent.compiled[where] = extent.compiled.get(where, 0) + compiled
         extent.unchecked += _count(event.data.get("unchecked"))
+    return extent
+
+
+def suppressed_extent(run: RunData, failed: Compile) -> EagerExtent:
+    """The calls of `failed`'s frame from its failure on, when suppress_errors swallowed it:
+    the failing call ran eagerly, and so did every later one (Dynamo skips the code). Counted
+    by the recorder for a callable it wrapped; a frame it never saw (an inner function, a
+    TORCH_TRACE log) leaves the extent unknown."""
+    frame = failed.frame
+    spot: Spot = (failed.phase, failed.request_id, failed.step)
+    extent = EagerExtent(frame, spot, UNKNOWN)
+    extent.eager[spot] = 1
+    if frame is None:
+        return extent
+    events = [
+        e
+        for e in run.of("limit_calls")
+        if e.pid == failed.pid
+        and e.t >= failed.t
+        and e.data.get("suppressed") is True
+        and Frame.from_event(e.data.get("frame")) == frame
+    ]
+    wrapped = any(
+        o.pid == failed.pid and Frame.from_event(o.data.get("frame")) == frame
+        for o in run.of("compile_options")
+    )
+    if not events and not wrapped:
+        return extent
+    extent.how = COUNTED
+    for event in events:
+        where = event.position
+        eager = _count(event.data.get("eager"))
+        if eager:
+            extent.eager[where] = extent.eager.get(where, 0) + eager
     return extent
 
 
@@ -141,6 +185,28 @@ def stance_eager_calls(checks: list[Event]) -> dict[str, list[Spot]]:
         frame = Frame.from_event(event.data.get("frame"))
         name = frame.name if frame is not None and frame.name else "a compiled frame"
         found.setdefault(name, []).extend([event.position] * count)
+    return found
+
+
+def checks_since(run: RunData, checks: list[Event], pid: int, spot: Spot, t: int) -> list[Event]:
+    """The checks of process `pid` for calls made at or after `spot` (reached at time `t`).
+    A `limit_calls` event is written when its step is over, so its own time is no guide: the
+    same request's steps from `spot`'s on, and requests that began at `t` or later, are."""
+    _, request_id, step = spot
+    started = {r.request_id: r.start_t for r in run.requests if r.pid == pid}
+    found = []
+    for check in checks:
+        if check.pid != pid:
+            continue
+        _, rid, at = check.position
+        if rid is not None and rid == request_id:
+            keep = step is None or at is None or at >= step
+        elif rid is not None and rid in started:
+            keep = started[rid] >= t
+        else:
+            keep = check.t >= t
+        if keep:
+            found.append(check)
     return found
 
 

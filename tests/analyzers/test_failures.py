@@ -279,21 +279,71 @@ def test_suppressed_failure_counts_the_steps_after_it(tmp_path: Path) -> None:
     assert eager["calls"] == [{"request": "r0", "step": s} for s in range(3)]
 
 
-def test_suppressed_failure_after_an_entry_keeps_that_entry(tmp_path: Path) -> None:
-    """torch 2.13 (checked with each entry's guards before every call): after a suppressed
-    failure Dynamo compiles the frame no more, but a call an earlier entry serves still runs
-    compiled. So only the failing call is claimed eager, and the title says which calls."""
+def test_suppressed_failure_after_an_entry_leaves_that_entry_unused(tmp_path: Path) -> None:
+    """torch 2.6 and 2.13 (a counting backend sees every compiled call): after a suppressed
+    failure Dynamo skips the frame's code, so even a call an earlier entry would serve runs
+    eagerly; the entry stays in the cache, unused. The failing call and every later step's
+    calls are eager."""
     failed = _failed(suppress_errors=True, t=5, compile_id="0/1", cache_size=1)
     trace = write_trace(tmp_path, [failed, *_steps("r0", 10, 3)])
     [finding] = _findings(trace)
     assert finding.title.startswith(
-        "forward stopped compiling: calls its 1 earlier entry does not serve run eagerly"
+        "forward runs eagerly for the rest of the run, its 1 compiled entry unused: a compile "
+        "failed (backend 'inductor' raised RuntimeError: boom)"
     )
     text = "\n".join(finding.evidence)
-    assert "keeps running the 1 entry compiled before the failure" in text
-    assert "every call of forward in them ran eagerly" not in text
+    assert "the 1 entry compiled before the failure stay in the cache, unused" in text
+    assert "every call of forward in them ran eagerly" in text
     eager = finding.claims[-1]
-    assert eager["kind"] == "eager-calls" and eager["calls"] == [{"request": "r0", "step": 0}]
+    assert eager["kind"] == "eager-calls" and eager["extent"] == "unknown"
+    assert eager["calls"] == [{"request": "r0", "step": s} for s in range(3)]
+
+
+def test_suppressed_failure_counts_the_calls_the_recorder_saw(tmp_path: Path) -> None:
+    """The recorder wrapped the callable (compile_options) and counted each later call of the
+    skipped frame (limit_calls with `suppressed`): the count is the failing call plus those."""
+    counted = [
+        {"t": 10 * i + 15, "ev": "limit_calls", "frame": FRAME, "eager": 2, "compiled": 0,
+         "unchecked": 0, "served_by": None, "suppressed": True, "phase": "live",
+         "request_id": "r0", "step": i}
+        for i in (1, 2)
+    ]  # fmt: skip
+    options = {"t": 1, "ev": "compile_options", "frame": FRAME, "dynamic": None}
+    failed = _failed(suppress_errors=True, t=5, compile_id="0/1", cache_size=1)
+    trace = write_trace(tmp_path, [options, failed, *_steps("r0", 10, 3), *counted])
+    [finding] = _findings(trace)
+    text = "\n".join(finding.evidence)
+    assert "5 call(s) of forward ran eagerly from the failure on (r0 steps 0-2)" in text
+    eager = finding.claims[-1]
+    assert (eager["count"], eager["extent"]) == (5, "counted")
+    assert eager["calls"] == [{"request": "r0", "step": s} for s in range(3)]
+
+
+def test_a_failure_the_program_caught_names_the_calls_that_raised(tmp_path: Path) -> None:
+    """suppress_errors off and no crash: the error reached the program, which went on."""
+    failures = [
+        _failed(t=10 * i + 12, compile_id=f"0/{i + 1}", step=i, cache_size=1) for i in range(3)
+    ]
+    steps = _steps("r0", 10, 3) + [{"t": 45, "ev": "request_end", "request_id": "r0"}]
+    trace = write_trace(tmp_path, [*failures, *steps])
+    [finding] = _findings(trace)
+    assert (
+        finding.title == "forward failed to compile: backend 'inductor' raised RuntimeError: boom"
+    )
+    text = "\n".join(finding.evidence)
+    assert "3 compiles of forward failed the same way (0/1, 0/2, 0/3: live r0 step 0;" in text
+    assert (
+        "the program caught it; 3 call(s) of forward raised it and ran no compiled code "
+        "(r0 steps 0-2)"
+    ) in text
+    assert "r0 went on and ended after 3 step(s)" in text
+    assert "the program died of it" not in text
+
+
+def test_a_failure_with_nothing_after_it_is_not_called_caught(tmp_path: Path) -> None:
+    trace = write_trace(tmp_path, [*_steps("r0", 0, 1), _failed(t=30)])
+    [finding] = _findings(trace)
+    assert "caught" not in "\n".join(finding.evidence)
 
 
 def test_recompile_limit_results_are_left_to_their_analyzer(tmp_path: Path) -> None:

@@ -89,10 +89,38 @@ def prepare(folder: Path, python: str) -> tuple[Path, Path]:
     return model, config
 
 
-def environment(checkout: Path) -> dict[str, str]:
+#: The packages installed under the diag namespace from the repository's top-level folders
+#: (pyproject's package-dir).
+_NAMESPACED = ("collectors", "analyzers", "tui", "fixtures")
+
+
+def tree_under_test(folder: Path) -> Path:
+    """A folder whose `diag` package is this repository's, collectors included, to put first on
+    the recorded program's PYTHONPATH: LightX2V's Python has diag installed editable from some
+    checkout, and with this repository's root on PYTHONPATH instead, `diag` would come from here
+    but `diag.collectors` (a top-level folder mapped in by the editable install's finder) from
+    that checkout. Symlinks only: nothing is copied."""
+    overlay = folder / "diag-under-test"
+    package = overlay / "diag"
+    if not package.is_dir():
+        package.mkdir(parents=True)
+        for entry in (REPO / "diag").iterdir():
+            if entry.name != "__pycache__":
+                (package / entry.name).symlink_to(entry)
+        for name in _NAMESPACED:
+            (package / name).symlink_to(REPO / name)
+    return overlay
+
+
+def environment(checkout: Path, folder: Path) -> dict[str, str]:
+    """The recorded LightX2V process's environment: this repository's diag, LightX2V's checkout
+    and the CPU start-up on PYTHONPATH; the server's cache (its saved videos) in `folder`, not
+    in the checkout (its default)."""
+    paths = [tree_under_test(folder), checkout, STARTUP]
     return {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(checkout), str(STARTUP)]),
+        "LIGHTX2V_CACHE_DIR": str(folder / "server_cache"),
+        "PYTHONPATH": os.pathsep.join(str(p) for p in paths),
         "PLATFORM": "cpu",
         "LIGHTX2V_CPU_WARMUP": WARMUP,
         "OMP_NUM_THREADS": "2",
@@ -100,20 +128,32 @@ def environment(checkout: Path) -> dict[str, str]:
 
 
 class Server:
-    """`diag record ... -- python -m lightx2v.server ...`, started in its own session."""
+    """`diag record ... -- python -m lightx2v.server ...`, started in its own session; with
+    `record=False`, the same server without diag. `env`: more of the server's environment."""
 
-    def __init__(self, folder: Path, name: str, diag_options: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        name: str,
+        diag_options: tuple[str, ...] = (),
+        record: bool = True,
+        env: dict[str, str] | None = None,
+    ) -> None:
         python, checkout = lightx2v()
         self.model, self.config = prepare(folder, python)
         self.trace = folder / name
+        self.cache = folder / "server_cache"
         self.port = free_port()
         self.metric_port = free_port()
         self.metrics_port = free_port()
         self.log_path = folder / f"{name}.log"
         self.log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
-        command = [
+        diag = [
             sys.executable, "-m", "diag", "record", "-o", str(self.trace), "--force",
             "--profile", "none", "--metrics-port", str(self.metrics_port), *diag_options, "--",
+        ]  # fmt: skip
+        command = [
+            *(diag if record else []),
             python, "-m", "lightx2v.server",
             "--model_cls", "wan2.1", "--task", "t2v",
             "--model_path", str(self.model), "--config_json", str(self.config), "--warmup",
@@ -122,7 +162,7 @@ class Server:
         ]  # fmt: skip
         self.proc = subprocess.Popen(
             command,
-            env=environment(checkout),
+            env={**environment(checkout, folder), **(env or {})},
             cwd=folder,
             stdout=self.log,
             stderr=subprocess.STDOUT,
@@ -156,9 +196,9 @@ class Server:
                 time.sleep(1.0)
         pytest.fail(f"the server did not answer in {timeout} s:\n{self.tail()}")
 
-    def submit(self, height: int, width: int) -> str:
+    def submit(self, height: int, width: int, **fields: Any) -> str:
         body = {"prompt": "a cat walks on the grass", "seed": 42, "target_shape": [height, width]}
-        return str(self.api("POST", "/v1/tasks/video/", body)["task_id"])
+        return str(self.api("POST", "/v1/tasks/video/", {**body, **fields})["task_id"])
 
     def wait_done(self, task_id: str, timeout: float = 600) -> dict[str, Any]:
         deadline = time.monotonic() + timeout

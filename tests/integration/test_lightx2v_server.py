@@ -102,8 +102,12 @@ def test_one_live_recompile_at_the_unwarmed_width_named_by_task_id(served: Serve
     assert finding["data"]["request_label"] == served.tasks[2]
     assert finding["data"]["shape"] == LATENTS[(64, 96)]
     assert finding["data"]["uncovered"] == ["width"]
+    # Requests run on LightX2V's processing thread, warmup on the main thread: diag names it.
+    thread = _thread_of(served.trace, "r5")
+    assert thread.endswith("(_task_processing_loop)"), thread
     assert finding["title"].startswith(
-        f"block_runner recompiled during live request r5 (task {served.tasks[2]}) at step 0 ("
+        f"block_runner recompiled during live request r5 (task {served.tasks[2]}, thread "
+        f"{thread}) at step 0 ("
     )
     assert "self.cos_sin._base.stride()[0] == 64*self.cos_sin._base.size()[1]" in finding["title"]
     evidence = "\n".join(finding["evidence"])
@@ -140,18 +144,101 @@ def test_a_stop_inside_the_live_recompile_still_reports_it(cut: tuple[Path, str,
     document = _findings(trace)
     errors = [f for f in document["findings"] if f["severity"] == "error"]
     assert [f["id"] for f in errors] == ["live-compile:block_runner:r3"]
+    thread = _thread_of(trace, "r3")
     assert errors[0]["title"].startswith(
-        f"block_runner recompiled during live request r3 (task {task}) at step 0; the process "
-        "ended before the compile finished"
+        f"block_runner recompiled during live request r3 (task {task}, thread {thread}) at step "
+        "0; the process ended before the compile finished"
     )
     assert "width 12 was never warmed" in "\n".join(errors[0]["evidence"])
     assert "stopped by its shutdown handler: SIGTERM" in document["status"]["detail"]
     unfinished = [n for n in document["notices"] if n["kind"] == "unfinished"]
     assert len(unfinished) == 1
-    assert f"during live request r3 (task {task}) at step 0" in unfinished[0]["message"]
+    assert (
+        f"during live request r3 (task {task}, thread {thread}) at step 0"
+        in (unfinished[0]["message"])
+    )
     checked = _diag("check", str(trace))
     assert checked.returncode == 1, checked.stdout
     assert "FAIL live-compile" in checked.stdout
+
+
+@dataclass
+class Served2:
+    tasks: list[str]  # task ids, in request order
+    videos: list[bytes]  # the videos the server saved, in request order
+    record: dict[str, dict[str, Any]]  # the program's own record: task id -> its thread
+    code: int
+    trace: Path
+
+
+#: Two requests sent at once (the second waits in LightX2V's queue): a warmed shape, then a
+#: width warmup never served (a live recompile).
+TWO = ((64, 64), (64, 96))
+
+
+def _serve_two(folder: Path, name: str, record: bool) -> Served2:
+    """The server without diag or under `diag record`, seeded alike (LIGHTX2V_CPU_SEED), with
+    the CPU start-up writing which thread ran each request (LIGHTX2V_CPU_RECORD)."""
+    record_file = folder / f"{name}-requests.jsonl"
+    env = {"LIGHTX2V_CPU_SEED": "0", "LIGHTX2V_CPU_RECORD": str(record_file)}
+    server = Server(folder, name, record=record, env=env)
+    videos = [folder / f"{name}-{n}.mp4" for n in range(len(TWO))]
+    try:
+        server.wait_ready()
+        tasks = [
+            server.submit(h, w, save_result_path=str(video))
+            for (h, w), video in zip(TWO, videos, strict=True)
+        ]
+        for task in tasks:
+            server.wait_done(task)
+    finally:
+        code = server.stop(signal.SIGINT)
+    lines = [json.loads(line) for line in record_file.read_text().splitlines()]
+    return Served2(
+        tasks,
+        [v.read_bytes() for v in videos],
+        {line["task_id"]: line for line in lines},
+        code,
+        server.trace,
+    )
+
+
+@pytest.fixture(scope="module")
+def twice(tmp_path_factory: pytest.TempPathFactory) -> tuple[Served2, Served2]:
+    folder = tmp_path_factory.mktemp("lightx2v-twice")
+    return _serve_two(folder, "plain", record=False), _serve_two(folder, "recorded", record=True)
+
+
+def test_the_saved_videos_are_byte_identical_with_and_without_diag(
+    twice: tuple[Served2, Served2],
+) -> None:
+    plain, recorded = twice
+    assert (plain.code, recorded.code) == (0, 0)
+    assert len(recorded.videos[0]) != len(recorded.videos[1])  # two sizes, two videos
+    assert recorded.videos == plain.videos
+
+
+def test_each_request_runs_on_the_thread_diag_names(twice: tuple[Served2, Served2]) -> None:
+    _, recorded = twice
+    events = _events(recorded.trace)
+    starts = [e for e in events if e["ev"] == "request_start"]
+    warmup = [e for e in starts if e["phase"] == "warmup"]
+    live = [e for e in starts if e["phase"] == "live"]
+    assert warmup and all(e["thread"] == "MainThread" for e in warmup)
+    # The program's own record: both requests ran on LightX2V's processing thread.
+    threads = [recorded.record[task]["thread"] for task in recorded.tasks]
+    assert threads[0] == threads[1] and threads[0].endswith("(_task_processing_loop)")
+    assert [(e.get("label"), e["thread"]) for e in live] == list(
+        zip(recorded.tasks, threads, strict=True)
+    )
+    # The live recompile (the unwarmed width) is the second request's, on that thread.
+    (late,) = [e for e in events if e["ev"] == "compile_end" and e["phase"] == "live"]
+    assert (late["request_id"], late["step"], late["thread"]) == (
+        live[1]["request_id"],
+        0,
+        threads[1],
+    )
+    assert not [e for e in events if e["ev"] == "collector_error"]
 
 
 WORKER = """
@@ -201,7 +288,7 @@ def test_process_request_gives_each_request_its_own_shape(tmp_path: Path) -> Non
             str(config),
             str(tmp_path),
         ],  # fmt: skip
-        env=environment(checkout),
+        env=environment(checkout, tmp_path),
         capture_output=True,
         text=True,
         timeout=1200,
@@ -217,6 +304,14 @@ def test_process_request_gives_each_request_its_own_shape(tmp_path: Path) -> Non
     steps = [(e["request_id"], e["shape"]) for e in events if e["ev"] == "step_start"]
     assert steps == [(e["request_id"], e["shape"]) for e in starts for _ in range(3)]
     assert not [e for e in events if e["ev"] == "collector_error"]
+
+
+def _thread_of(trace: Path, request_id: str) -> str:
+    """The thread diag recorded for a request."""
+    (start,) = [
+        e for e in _events(trace) if e["ev"] == "request_start" and e["request_id"] == request_id
+    ]
+    return str(start["thread"])
 
 
 def _events(trace: Path) -> list[dict[str, Any]]:

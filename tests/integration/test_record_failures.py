@@ -166,9 +166,14 @@ def test_suppress_errors_runs_the_frame_eagerly(tmp_path: Path) -> None:
     assert finding.id == "compile-failure:eager-fallback:denoise"
     assert finding.title.startswith("denoise never compiled and runs eagerly for the rest")
     assert "RuntimeError: broken backend" in finding.title
-    assert "diag cannot count the eager calls" in " ".join(finding.evidence)
-    # The failure came at step 0: steps 1-3 ran with the frame eager (step 0's own call too).
+    # The failure came at step 0: its call and every later one ran eagerly (Dynamo skips the
+    # frame), one a step, counted as they were made.
+    assert "4 call(s) of denoise ran eagerly from the failure on (r0 steps 0-3)" in (
+        " ".join(finding.evidence)
+    )
     assert any(line.startswith("3 step(s) of 1 request(s)") for line in finding.evidence)
+    eager = finding.claims[-1]
+    assert (eager["kind"], eager["count"], eager["extent"]) == ("eager-calls", 4, "counted")
 
 
 def test_constraint_violation_names_the_dim_and_the_line(tmp_path: Path) -> None:

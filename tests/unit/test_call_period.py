@@ -60,3 +60,24 @@ def test_the_loop_entered_anew_is_a_new_request() -> None:
     for n in range(1, 9):
         period.boundary(_key(n))
     assert period.boundary(_key(99, line=31)) == REQUEST
+
+
+def test_a_call_that_raised_and_its_retry_stay_one_step() -> None:
+    """A program catches a compile error and runs the call again another way (under
+    force_eager, from another line). With the period of one call learnt from an earlier
+    request, the retry would read as the loop entered anew; after a raise the period is learnt
+    again from that step: each iteration is [call that raised, retry]. The next request, with
+    no retry, learns its own period again."""
+    period = CallPeriod()
+    period.boundary(_key(0))
+    assert period.boundary(_key(0)) == STEP  # an earlier request: one call per step
+    assert period.period == 1
+    period.reset()
+    starts = []
+    for _ in range(3):
+        starts.append(period.boundary(_key(0)))
+        period.relearn()  # it raised
+        starts.append(period.boundary(_key(0, line=31)))  # the retry
+    assert starts == [STEP, "", STEP, "", STEP, ""]
+    period.reset()
+    assert [period.boundary(_key(0)) for _ in range(3)] == [STEP] * 3

@@ -19,6 +19,12 @@ What it supplies, and why each piece is needed on a CPU:
 - the warmup resolutions, from `LIGHTX2V_CPU_WARMUP` (`64x64,96x64`), since WanRunner's own
   (480x480 and 720x1280) take minutes per step on two cores.
 
+Two optional pieces, for tests that compare runs: `LIGHTX2V_CPU_SEED` seeds torch's global RNG
+at start-up (the dummy weights and the random VAE draw from it, so two processes then build the
+same model), and `LIGHTX2V_CPU_RECORD=FILE` has the server's worker write the program's own
+record of each request it serves, one JSON line each (`task_id`, `thread`, `ident`: the thread
+that ran `TorchrunInferenceWorker.process_request`), beside LightX2V's code, not in it.
+
 Everything else (config handling, runner, scheduler, Wan DiT, compiled-block cache, offload
 managers, VAE decode, video save) is LightX2V's own code.
 """
@@ -36,6 +42,7 @@ from types import ModuleType
 from typing import Any
 
 _WAN_RUNNER = "lightx2v.models.runners.wan.wan_runner"
+_SERVER_WORKER = "lightx2v.server.services.inference.worker"
 
 
 class CpuDevice:
@@ -179,6 +186,29 @@ def _patch_wan_runner(module: ModuleType) -> None:
     runner_cls.load_text_encoder = load_text_encoder
 
 
+def _record_requests(module: ModuleType) -> None:
+    """Append (task id, thread) of each request the server's worker processes to the file
+    `LIGHTX2V_CPU_RECORD` names: the program's own record of where each request ran."""
+    import functools
+    import json
+    import threading
+
+    path = os.environ["LIGHTX2V_CPU_RECORD"]
+    worker_cls = module.TorchrunInferenceWorker
+    original = worker_cls.process_request
+
+    @functools.wraps(original)
+    async def process_request(self: Any, task_data: dict[str, Any]) -> Any:
+        thread = threading.current_thread()
+        line = {"task_id": task_data.get("task_id"), "thread": thread.name}
+        line["ident"] = threading.get_ident()
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(line) + "\n")
+        return await original(self, task_data)
+
+    worker_cls.process_request = process_request
+
+
 class _AfterImport(importlib.abc.MetaPathFinder):
     """Runs a patch right after one named module has executed (its classes then exist)."""
 
@@ -211,4 +241,12 @@ def register() -> None:
         PLATFORM_DEVICE_REGISTER("cpu")(CpuDevice)
     _torch_cpu_standins()
     _torchvision_schemas()
-    sys.meta_path.insert(0, _AfterImport({_WAN_RUNNER: _patch_wan_runner}))
+    seed = os.environ.get("LIGHTX2V_CPU_SEED", "").strip()
+    if seed:
+        import torch
+
+        torch.manual_seed(int(seed))
+    patches: dict[str, Callable[[ModuleType], None]] = {_WAN_RUNNER: _patch_wan_runner}
+    if os.environ.get("LIGHTX2V_CPU_RECORD"):
+        patches[_SERVER_WORKER] = _record_requests
+    sys.meta_path.insert(0, _AfterImport(patches))
