@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 EAGER_ON_RECOMPILE = "eager_on_recompile"
 #: The stance under which every call runs eagerly (a program's own fallback, say).
 FORCE_EAGER = "force_eager"
+#: Stances under which `observe` looks at every call.
+_CHECKED_STANCES = frozenset({EAGER_ON_RECOMPILE, FORCE_EAGER})
 
 #: Calls checked per frame; later calls are counted as unchecked.
 MAX_CHECKS = 20_000
@@ -70,10 +72,13 @@ class LimitCalls:
         self.fullgraph: set[FrameKey] = set()
 
     def may_observe(self, key: FrameKey) -> bool:
-        """Whether `observe` has work for a call of `key`: the frame hit its limit, or the
-        stance lets a call run eagerly. Two reads, never raises: asked before every call."""
+        """Whether `observe` may have work for a call of `key`: the frame hit its limit or is
+        skipped after a suppressed error, or the stance runs calls eagerly. A few reads that
+        never raise: asked before every compiled call, so `observe` runs only when this holds."""
         compiles = self.session.compiles
-        return (compiles is not None and key in compiles.limited) or stance() == EAGER_ON_RECOMPILE
+        if compiles is not None and (key in compiles.limited or key in compiles.suppressed):
+            return True
+        return stance() in _CHECKED_STANCES
 
     def observe(
         self,
