@@ -130,6 +130,8 @@ def plan_text(plan: WarmupPlan) -> str:
         lines += ["", f"{frame.frame}: warmup compiled it {frame.warmup_compile_s:.2f} s"]
         needs = ", ".join(str(i + 1) for i in frame.requests)
         lines.append(f"  needs request(s) {needs}")
+        if frame.magi:
+            lines.append(f"  {frame.magi}")
         for item in frame.live:
             where = f"{item.request} step {item.step}"
             verdict = (

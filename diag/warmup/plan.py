@@ -15,7 +15,10 @@ a compile no warmup can prevent. The rules follow Dynamo under `dynamic=None` (d
 - what no size covers (another dtype, dispatch keys, grad mode, CFG's batch going 2 -> 1, a
   module or branch warmup never reached) needs a request like the live one that brought it;
 - a Python value that changes per step or per request, an undecided cause and a recompile-limit
-  hit are not warmup's to fix: they are listed with the finding that explains them.
+  hit are not warmup's to fix: they are listed with the finding that explains them;
+- a MagiCompiler target compiles once with its declared dims dynamic (diag/warmup/magi.py): it
+  needs the first request only, and a `compile_sizes` entry magi compiled live needs a request
+  of that live shape.
 """
 
 from __future__ import annotations
@@ -28,7 +31,14 @@ from typing import Any
 from diag.evidence.causes import RecompileCause, cause_short, recompile_cause
 from diag.evidence.frames import label as frame_label
 from diag.evidence.settings import Setting, settings_at
-from diag.trace.run import Compile, Request, RunData, Trace
+from diag.trace.run import Compile, Event, Request, RunData, Trace
+from diag.warmup.magi import (
+    MagiTarget,
+    bypass_notes,
+    magi_targets,
+    runtime_compiles,
+    target_of,
+)
 
 Shape = tuple[int, ...]
 
@@ -113,6 +123,8 @@ class FramePlan:
     live: list[LiveCompile]
     requests: list[int]  # plan indices this frame needs
     warmup_compile_s: float
+    #: A MagiCompiler target: what it declares and why it needs no second size.
+    magi: str | None = None
 
 
 @dataclass
@@ -185,9 +197,14 @@ def plan_warmup(
     served: list[dict[str, Any]] = []
     namings: set[tuple[str, ...] | None] = set()
     first_pid: int | None = None
+    magi: dict[str, MagiTarget] = {}  # frame label -> the magi target it is
+    runtime: list[tuple[RunData, str, Event]] = []
     for trace in traces:
         where = str(trace.path)
         for run in trace.subject_runs:
+            targets = magi_targets(run)
+            runtime += [(run, where, e) for e in runtime_compiles(run)]
+            notes += [n for n in bypass_notes(run) if n not in notes]
             for request in run.requests:
                 shape = _request_shape(request)
                 if shape is None:
@@ -206,6 +223,9 @@ def plan_warmup(
                         warm_shapes.append(warm)
             by_id = {(r.pid, r.request_id): r for r in run.requests}
             for item in run.compiles:
+                target = target_of(targets, item.frame)
+                if target is not None:
+                    magi.setdefault(frame_label(run, item.frame), target)
                 if item.phase == "warmup" and item.result not in _NOT_COMPILED:
                     warm_compiles.append((run, item))
                 if not (item.live and item.request_id is not None):
@@ -220,11 +240,6 @@ def plan_warmup(
             + "; ".join(sorted(p or "?" for p in programs))
             + "): a warmup plan is one program's, plan each apart"
         )
-    if any(run.of("magi_compile_end") for trace in traces for run in trace.subject_runs):
-        notes.append(
-            "MagiCompiler targets compile once with their declared dims dynamic and skip "
-            "Dynamo's guards afterwards: this plan follows torch.compile's rules, not magi's"
-        )
     ranks = Counter(len(s) for s in live_shapes)
     rank = ranks.most_common(1)[0][0] if ranks else 0
     if len(ranks) > 1:
@@ -236,10 +251,26 @@ def plan_warmup(
     dims = list(names) if names and len(names) == rank else [f"dim {i}" for i in range(rank)]
     requests, varied = _dimension_requests(shapes, rank, dims, notes)
     _cost_dimension_requests(requests, warm_compiles, seen)
+    if _magi_only(seen, warm_compiles, magi) and requests:
+        requests[0].why = (
+            "its first call compiles each MagiCompiler target once, with the declared dims "
+            "dynamic"
+            + (" (the shape live traffic sent most)" if "sent most" in requests[0].why else "")
+        )
+        if len(requests) > 1 and requests[1].role == GENERALISE:
+            del requests[1]
+        notes.append(
+            "every compiled frame is a MagiCompiler target: its declared dims are dynamic from "
+            "its one compile, so no request is needed to generalise a size"
+        )
     for entry in seen:
         _place(entry, requests, warm_shapes, varied)
+    fast_path = [
+        _place_runtime(run, where, event, n, requests, magi)
+        for n, (run, where, event) in enumerate(runtime)
+    ]
     dimensional = [i for i, r in enumerate(requests) if r.role in (SPECIALISE, GENERALISE)]
-    frames = _frames(seen, warm_compiles, dimensional)
+    frames = _frames([s.record for s in seen] + fast_path, warm_compiles, dimensional, magi)
     notes.extend(_limit_notes(frames, seen, warm_compiles))
     return WarmupPlan(
         dims=dims,
@@ -409,10 +440,9 @@ def _place(
         _cover(requests[0], record, ref, 0, add_cost=False)
         return
     if not entry.warmed and entry.key == "dims" and shape is not None:
-        index = next(
-            (i for i, r in enumerate(requests) if r.shape == list(shape)),
-            1 if len(requests) > 1 and requests[1].role == GENERALISE else 0,
-        )
+        # No warmup: the frame's first compile moves to request 1 and its size recompile to
+        # the request that changes the size, the generalising one.
+        index = 1 if len(requests) > 1 and requests[1].role == GENERALISE else 0
         _cover(requests[index], record, ref, index, add_cost=False)
         return
     if entry.key == "dims":
@@ -557,8 +587,11 @@ def _cost_dimension_requests(
     requests: list[PlannedRequest], warm: list[tuple[RunData, Compile]], seen: list[_Seen]
 ) -> None:
     """Each dimension request's cost: the compiles of its kind measured in the recordings (a
-    frame's first compile; a recompile on a size guard), one per frame."""
+    frame's first compiles, one process's: a frame compiled per module instance, as magi's
+    targets, compiles first once per instance; a recompile on a size guard, one per frame)."""
     firsts: dict[str, float] = {}
+    first_in: dict[str, tuple[int, int]] = {}  # frame -> the process its first compiles are of
+    count = 0
     resized: dict[str, float] = {}
     every = [*warm, *((s.run, s.item) for s in seen if s.item.result not in _NOT_COMPILED)]
     for run, item in every:
@@ -567,13 +600,20 @@ def _cost_dimension_requests(
             continue
         cause = recompile_cause(run, item)
         if cause is None:
-            firsts.setdefault(frame, item.duration_s)
+            process = first_in.setdefault(frame, (id(run), item.pid))
+            if process == (id(run), item.pid):
+                firsts[frame] = firsts.get(frame, 0.0) + item.duration_s
+                count += 1
         elif cause.guard is not None and cause.guard.kind in _SIZE_KINDS:
             resized.setdefault(frame, item.duration_s)
     for planned in requests:
         if planned.role == SPECIALISE and firsts:
-            planned.cost_s = sum(firsts.values())
-            planned.cost_from = f"the first compile of {len(firsts)} frame(s) as recorded"
+            planned.cost_s = round(sum(firsts.values()), 6)
+            planned.cost_from = (
+                f"the first compile of {len(firsts)} frame(s) as recorded"
+                if count == len(firsts)
+                else f"{count} first compiles of {len(firsts)} frame(s) as recorded"
+            )
         elif planned.role == GENERALISE and resized:
             planned.cost_s = sum(resized.values())
             planned.cost_from = (
@@ -607,26 +647,107 @@ def _limit_notes(
 
 
 def _frames(
-    seen: list[_Seen], warm: list[tuple[RunData, Compile]], dimensional: list[int]
+    live: list[LiveCompile],
+    warm: list[tuple[RunData, Compile]],
+    dimensional: list[int],
+    magi: dict[str, MagiTarget],
 ) -> list[FramePlan]:
     """Every compiled frame: its live compiles, the requests it needs (the dimension requests,
-    which every frame that runs per request needs, and the variants its live compiles need)."""
+    which every frame that runs per request needs, and the variants its live compiles need; a
+    magi target, the first request only)."""
     by_frame: dict[str, list[LiveCompile]] = {}
     warm_s: dict[str, float] = {}
     for run, item in warm:
         frame = frame_label(run, item.frame)
         warm_s[frame] = warm_s.get(frame, 0.0) + (item.duration_s or 0.0)
         by_frame.setdefault(frame, [])
-    for entry in seen:
-        by_frame.setdefault(entry.record.frame, []).append(entry.record)
+    for record in live:
+        by_frame.setdefault(record.frame, []).append(record)
     return [
         FramePlan(
             frame=frame,
             live=items,
             requests=sorted(
-                {i.covered_by for i in items if i.covered_by is not None} | set(dimensional)
+                {i.covered_by for i in items if i.covered_by is not None}
+                | set(dimensional[:1] if frame in magi else dimensional)
             ),
             warmup_compile_s=round(warm_s.get(frame, 0.0), 6),
+            magi=magi[frame].phrase() if frame in magi else None,
         )
         for frame, items in by_frame.items()
     ]
+
+
+# --- MagiCompiler targets (diag/warmup/magi.py) -------------------------------------------------
+
+
+def _magi_only(
+    seen: list[_Seen], warm: list[tuple[RunData, Compile]], magi: dict[str, MagiTarget]
+) -> bool:
+    """Every compiled frame is a magi target and no live compile needs a size generalised (an
+    undeclared dim recompiling under magi's TORCH_COMPILE mode would)."""
+    frames = {frame_label(run, item.frame) for run, item in warm}
+    frames |= {entry.record.frame for entry in seen}
+    return (
+        bool(frames)
+        and frames <= set(magi)
+        and not any(entry.key in ("dims",) or entry.key.startswith("shape:") for entry in seen)
+    )
+
+
+def _place_runtime(
+    run: RunData,
+    where: str,
+    event: Event,
+    number: int,
+    requests: list[PlannedRequest],
+    magi: dict[str, MagiTarget],
+) -> LiveCompile:
+    """A compile_sizes entry magi compiled on its fast path in a live request: a request of that
+    request's shape moves it into warmup."""
+    _, request_id, step = event.position
+    owner = next(
+        (r for r in run.requests if r.pid == event.pid and r.request_id == request_id), None
+    )
+    shape = _request_shape(owner) if owner is not None else None
+    target = next((t for label, t in magi.items() if t.name == event.data.get("name")), None)
+    frame = next(
+        (label for label, t in magi.items() if t is target), str(event.data.get("name") or "?")
+    )
+    count = event.data.get("backend_compilations")
+    duration = event.data.get("duration_s")
+    sizes = (
+        f" (compile_sizes {list(target.compile_sizes)})" if target and target.compile_sizes else ""
+    )
+    record = LiveCompile(
+        trace=where,
+        compile_id=f"magi-fast-path-{number + 1}",
+        frame=frame,
+        request=request_id or "?",
+        step=step,
+        shape=list(shape) if shape else None,
+        duration_s=float(duration) if isinstance(duration, (int, float)) else None,
+        cause=f"magi compiled {count if isinstance(count, int) else 'some'} subgraph(s) on its "
+        f"fast path: a size it compiles at first use{sizes}",
+    )
+    if shape is None:
+        record.cannot = "the live request's shape was not recorded: no request can be planned"
+        return record
+    key = f"size:{'x'.join(map(str, shape))}"
+    ref = f"{record.compile_id} ({record.frame}, {record.request} in {record.trace})"
+    for index, planned in enumerate(requests):
+        if planned.variant_key == key:
+            _cover(planned, record, ref, index, add_cost=True)
+            return record
+    planned = PlannedRequest(
+        shape=list(shape),
+        role=VARIANT,
+        why="magi compiles this size on its fast path at its first use (a compile_sizes "
+        "entry): warming it moves that compile out of traffic",
+        like=f"{record.request} in {record.trace}",
+        cost_from="the live compile(s) it moves into warmup",
+        variant_key=key,
+    )
+    requests.append(planned)
+    _cover(planned, record, ref, len(requests) - 1, add_cost=True)
+    return record
