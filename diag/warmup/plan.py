@@ -24,6 +24,8 @@ a compile no warmup can prevent. The rules follow Dynamo under `dynamic=None` (d
 from __future__ import annotations
 
 import importlib
+import itertools
+import math
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -98,6 +100,10 @@ class PlannedRequest:
     covers: list[str] = field(default_factory=list)  # live compiles it moves into warmup
     #: What a variant stands for (`01:timestep:2:1`): live compiles that need it join it.
     variant_key: str | None = None
+    #: The scalar call arguments to send with it (a diffusers call's `guidance_scale`): the
+    #: usual live request's for the dimension requests, the live request's it repeats for a
+    #: variant. None when the recordings hold none.
+    params: dict[str, Any] | None = None
 
 
 @dataclass
@@ -115,6 +121,8 @@ class LiveCompile:
     covered_by: int | None = None  # index into the plan's requests
     cannot: str | None = None  # why no warmup can prevent it
     finding: str | None = None  # the finding that explains it
+    #: The scalar call arguments of the live request that paid it (Request.params).
+    params: dict[str, Any] | None = None
 
 
 @dataclass
@@ -139,6 +147,9 @@ class WarmupPlan:
     #: `--verify` serves again.
     served: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: The LightX2V runner recorded (its `lightx2v_runner` event): which warmup entry it reads,
+    #: its resolutions and the VAE's stride, so that `--as lightx2v` and `--verify` use its own.
+    runner: dict[str, Any] | None = None
 
     @property
     def live_compiles(self) -> list[LiveCompile]:
@@ -157,6 +168,7 @@ class WarmupPlan:
             "live_shapes": self.live_shapes,
             "recorded_warmup": self.recorded_warmup,
             "served": self.served,
+            "runner": self.runner,
             "cost_s": round(sum(r.cost_s or 0.0 for r in self.requests), 6),
             "unpreventable": [asdict(c) for c in self.unpreventable],
             "notes": self.notes,
@@ -198,6 +210,7 @@ def plan_warmup(
     namings: set[tuple[str, ...] | None] = set()
     first_pid: int | None = None
     magi: dict[str, MagiTarget] = {}  # frame label -> the magi target it is
+    runner: dict[str, Any] | None = None
     runtime: list[tuple[RunData, str, Event]] = []
     for trace in traces:
         where = str(trace.path)
@@ -205,6 +218,8 @@ def plan_warmup(
             targets = magi_targets(run)
             runtime += [(run, where, e) for e in runtime_compiles(run)]
             notes += [n for n in bypass_notes(run) if n not in notes]
+            if runner is None:
+                runner = next((dict(e.data) for e in run.of("lightx2v_runner")), None)
             for request in run.requests:
                 shape = _request_shape(request)
                 if shape is None:
@@ -215,7 +230,13 @@ def plan_warmup(
                     # One process's requests: ranks serve the same ones.
                     first_pid = first_pid if first_pid is not None else request.pid
                     if trace is traces[0] and request.pid == first_pid:
-                        served.append({"shape": list(shape), "steps": request.step_count})
+                        served.append(
+                            {
+                                "shape": list(shape),
+                                "steps": request.step_count,
+                                **({"params": request.params} if request.params else {}),
+                            }
+                        )
                     names = names or _names(run, request.pid, shape)
             for pid in {p.pid for p in run.processes}:
                 for warm in _warm_shapes(run, pid):
@@ -232,7 +253,9 @@ def plan_warmup(
                     continue
                 owner = by_id.get((item.pid, item.request_id))
                 shape = _request_shape(owner) if owner is not None else None
-                seen.append(_classify(run, where, item, shape, explain.get(where, {})))
+                entry = _classify(run, where, item, shape, explain.get(where, {}))
+                entry.record.params = owner.params if owner is not None else None
+                seen.append(entry)
     programs = {_program(trace) for trace in traces}
     if len(namings) > 1 or len(programs) > 1:
         notes.append(
@@ -269,6 +292,7 @@ def plan_warmup(
         _place_runtime(run, where, event, n, requests, magi)
         for n, (run, where, event) in enumerate(runtime)
     ]
+    _params(requests, served, seen)
     dimensional = [i for i, r in enumerate(requests) if r.role in (SPECIALISE, GENERALISE)]
     frames = _frames([s.record for s in seen] + fast_path, warm_compiles, dimensional, magi)
     notes.extend(_limit_notes(frames, seen, warm_compiles))
@@ -281,6 +305,7 @@ def plan_warmup(
         recorded_warmup=[list(s) for s in warm_shapes],
         served=served,
         notes=notes,
+        runner=runner,
     )
 
 
@@ -491,6 +516,39 @@ def _place(
     _cover(planned, record, ref, len(requests) - 1, add_cost=measured)
 
 
+def _params(
+    requests: list[PlannedRequest], served: list[dict[str, Any]], seen: list[_Seen]
+) -> None:
+    """The call arguments each request is sent with, where the recordings hold them: the usual
+    live request's (the most sent) for the dimension requests and the 0/1 ones, the live
+    request's a variant repeats for a variant (CFG off: `guidance_scale=1.0`)."""
+    sent = [item["params"] for item in served if item.get("params")]
+    if not sent and not any(entry.record.params for entry in seen):
+        return
+    counts = Counter(tuple(sorted(p.items())) for p in sent)
+    usual = dict(counts.most_common(1)[0][0]) if counts else {}
+    for planned in requests:
+        liked = next(
+            (
+                entry.record.params
+                for entry in seen
+                if entry.record.covered_by is not None
+                and requests[entry.record.covered_by] is planned
+                and planned.role == VARIANT
+                and planned.variant_key is not None
+                and not planned.variant_key.startswith("dim01:")
+            ),
+            None,
+        )
+        planned.params = dict(liked) if liked is not None else dict(usual)
+        if liked is not None and liked != usual:
+            changed = ", ".join(f"{k}={v!r}" for k, v in liked.items() if usual.get(k) != v)
+            dropped = ", ".join(f"{k} unset" for k in usual if k not in liked)
+            said = "; ".join(x for x in (changed, dropped) if x)
+            if said and planned.like:
+                planned.like += f" ({said})"
+
+
 def _cover(
     planned: PlannedRequest, record: LiveCompile, ref: str, index: int, add_cost: bool
 ) -> None:
@@ -537,7 +595,14 @@ def _dimension_requests(
                 why=f"changes {names} from the first request: the recompile makes "
                 f"{'it' if len(varied) == 1 else 'them'} dynamic (automatic dynamic), so every "
                 "later value >= 2 runs without a compile"
-                + ("" if second in counts else " (each value was sent live; this combination not)"),
+                + (
+                    ""
+                    if second in counts
+                    else " (each value was sent live; this combination not)"
+                    if all(second[i] in values[i] for i in varied)
+                    else " (not sent live: no live shape changes every varied dim and the "
+                    "token count, which a block sees as frames x height x width, at once)"
+                ),
             )
         )
     for i in range(rank):
@@ -559,8 +624,13 @@ def _dimension_requests(
 def _second(
     first: Shape, counts: Counter[Shape], values: list[Counter[int]], varied: list[int]
 ) -> Shape:
-    """A live shape that changes every varied dim from `first`, to values >= 2 that differ from
-    each other; else one made of values live traffic sent."""
+    """The generalising request: it changes every varied dim from `first`, to values >= 2 that
+    differ from each other, and changes the product of the dims too. A block of a DiT sees the
+    flattened sequence (frames x height x width / patch): LightX2V's Wan block warmed at 8x12
+    and then 12x8 latents saw 48 tokens twice, compiled once, and recompiled live for 8x8
+    (torch's record in tests/data/lightx2v/served.tar.gz). The most sent live shape that fits;
+    else one of values traffic sent; else, for the fewest dims, twice the first request's value
+    (a multiple keeps the sizes the model needs: patches, VAE strides)."""
 
     def fits(shape: Shape) -> bool:
         picked = [shape[i] for i in varied]
@@ -568,18 +638,28 @@ def _second(
             all(shape[i] != first[i] and shape[i] > 1 for i in varied)
             and len(set(picked)) == len(picked)
             and all(shape[i] == first[i] for i in range(len(first)) if i not in varied)
+            and math.prod(shape) != math.prod(first)
         )
 
     found = [s for s in counts if fits(s)]
     if found:
         return max(found, key=lambda s: counts[s])
+    options = {
+        i: [v for v, _ in values[i].most_common() if v != first[i] and v > 1] for i in varied
+    }
+    made: list[tuple[int, int, Shape]] = []  # (values not sent, product, shape)
+    for picks in itertools.product(*(options[i] + [2 * first[i]] for i in varied)):
+        shape = list(first)
+        for i, value in zip(varied, picks, strict=True):
+            shape[i] = value
+        if fits(tuple(shape)):
+            unsent = sum(value not in values[i] for i, value in zip(varied, picks, strict=True))
+            made.append((unsent, math.prod(shape), tuple(shape)))
+    if made:
+        return min(made)[2]
     shape = list(first)
-    used: set[int] = set()
     for i in varied:
-        options = [v for v, _ in values[i].most_common() if v != first[i] and v > 1]
-        pick = next((v for v in options if v not in used), options[0])
-        shape[i] = pick
-        used.add(pick)
+        shape[i] = options[i][0] if options[i] else 2 * first[i]
     return tuple(shape)
 
 
