@@ -132,17 +132,6 @@ def _split(args: argparse.Namespace) -> None:
 def _explanations(traces: list[Trace]) -> dict[str, dict[str, str]]:
     """trace path -> compile id -> the finding that explains it (the analyzers' own words)."""
     from diag.findings.analysis import analyze
-    from diag.warmup.plan import EXPLAINERS
+    from diag.warmup.plan import EXPLAINERS, explanations
 
-    found: dict[str, dict[str, str]] = {}
-    for trace in traces:
-        ids: dict[str, str] = {}
-        findings = analyze(trace, list(EXPLAINERS))
-        for name in EXPLAINERS:
-            for finding in findings:
-                compile_ids = finding.data.get("compile_ids") if finding.data else None
-                if finding.analyzer == name and isinstance(compile_ids, list):
-                    for compile_id in compile_ids:
-                        ids.setdefault(str(compile_id), finding.id)
-        found[str(trace.path)] = ids
-    return found
+    return {str(trace.path): explanations(analyze(trace, list(EXPLAINERS))) for trace in traces}

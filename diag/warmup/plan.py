@@ -309,6 +309,19 @@ def plan_warmup(
     )
 
 
+def explanations(findings: list[Any]) -> dict[str, str]:
+    """compile id -> the id of the finding that explains it (the analyzers' own words), from
+    findings already computed (diag.findings.model.Finding, with `data["compile_ids"]`)."""
+    ids: dict[str, str] = {}
+    for name in EXPLAINERS:
+        for finding in findings:
+            compile_ids = finding.data.get("compile_ids") if finding.data else None
+            if finding.analyzer == name and isinstance(compile_ids, list):
+                for compile_id in compile_ids:
+                    ids.setdefault(str(compile_id), finding.id)
+    return ids
+
+
 def _program(trace: Trace) -> str | None:
     """What ran, without its arguments' values: `python -m diag.fixtures`, `python loop.py`."""
     command = trace.manifest.get("command")

@@ -33,7 +33,7 @@ from diag.warmup.forms import render
 from diag.warmup.plan import GENERALISE, SPECIALISE, plan_warmup
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "lightx2v"
-NAMES = ("server", "server-replay-8x12-12x8", "server-replay")
+NAMES = ("server", "server-replay-8x12-12x8", "server-replay", "infer", "infer-replay")
 RECOMPILE = re.compile(r"\[(\d+/\d+)\] \[__recompiles\] Recompiling function (\w+)")
 GUARD = re.compile(r"\[(\d+/\d+)\] \[__recompiles\]\s+- \d+/\d+: (.*)")
 WAN = "lightx2v.models.runners.wan.wan_runner.WanRunner"
@@ -150,4 +150,37 @@ def test_server_replay_with_the_plan_compiles_nothing_live(unpacked: Path) -> No
     assert [r.shape for r in run.requests if r.phase == "warmup"] == [
         [16, 2, 8, 12],
         [16, 2, 16, 8],
+    ]
+
+
+def test_infer_torch_record_and_the_plan(unpacked: Path) -> None:
+    assert _torch_record(_log(unpacked, "infer")) == [
+        ("0/1", "warmup 96x64", _tokens(32, 48)),
+        ("0/2", "after warmup", ROPE),
+    ]
+    trace = _trace(unpacked, "infer")
+    run = _run(trace)
+    assert [(c.compile_id, c.phase, c.step) for c in run.compiles] == [
+        ("0/0", "warmup", 0),
+        ("0/1", "warmup", 0),
+        ("0/2", "live", 0),
+    ]
+    plan = plan_warmup([trace])
+    # One live resolution: warming it is enough.
+    assert [(r.shape, r.role) for r in plan.requests] == [([16, 2, 8, 12], SPECIALISE)]
+    assert render(plan, "lightx2v").startswith("_WARMUP_RESOLUTIONS = ((64, 96),)  # latent")
+    assert plan.served == [{"shape": [16, 2, 8, 12], "steps": 3}]
+
+
+def test_infer_replay_warms_through_the_runner_entry(unpacked: Path) -> None:
+    log = _log(unpacked, "infer-replay")
+    assert _torch_record(log) == []  # one compile, in warmup: no recompile at all
+    assert [line.rsplit("Warmup: ", 1)[1] for line in log if "Warmup: " in line] == ["64x96"]
+    run = _run(_trace(unpacked, "infer-replay"))
+    assert [(c.compile_id, c.phase) for c in run.compiles] == [("0/0", "warmup")]
+    (event,) = run.of("lightx2v_runner")
+    assert (event.data["applied"], event.data["warmup_resolutions"]) == (True, [[64, 96]])
+    assert [(r.phase, r.shape) for r in run.requests] == [
+        ("warmup", [16, 2, 8, 12]),
+        ("live", [16, 2, 8, 12]),
     ]
