@@ -30,10 +30,10 @@ def _tracker(per_step: bool = True) -> Any:
     session = session_module.current_session() if session_module is not None else None
     if session is None or session.steps is None or (per_step and session.paused):
         return None
-    if per_step:
-        # A phase marks no step boundary: the adapter that reports the requests inside it (a
-        # diffusers pipeline's) names the process's adapter, and with it the shape's dims.
-        session.guarded("api", session.announce_adapter, "diag.api")
+    # A phase marks no step boundary: it keeps inferred boundaries out (rank 2), but an adapter
+    # that reports the requests inside it (a diffusers pipeline's, rank 3) names the process's
+    # adapter, and with it the request shape's dims. request() and step() are diag.api's own.
+    session.guarded("api", session.announce_adapter, "diag.api", 3 if per_step else 2)
     return _Guarded(session)
 
 
