@@ -220,6 +220,35 @@ def sign_off(lightx2v: Path, model: Path, out: Path, trials: int) -> int:
 
 
 LOG_LINES = ("infer_main cost", "==> step_index", "Warmup: ", "Warmup cost", "RUN pipeline cost")
+#: torch's own record of each recompile (TORCH_LOGS=recompiles), and what the server driver
+#: (bench/lightx2v_serve.py) served.
+RECORD_LINES = ("[__recompiles]", "lightx2v_serve: ")
+
+
+def save_test_archive(name: str, trace: Path, log: str) -> Path:
+    """tests/data/lightx2v/NAME.tar.gz: the recording's manifest and event files (no Kineto
+    traces) under NAME/, and NAME/lightx2v.log: LightX2V's own warmup and step lines and
+    torch's recompile log (run with TORCH_LOGS=recompiles), for tests that hold diag's reading
+    against both."""
+    import io
+    import tarfile
+
+    target = TEST_DATA / f"{name}.tar.gz"
+    lines = [
+        line for line in log.splitlines() if any(key in line for key in LOG_LINES + RECORD_LINES)
+    ]
+    files = [trace / "manifest.json", *sorted(trace.glob("runs/*/*/events.jsonl"))]
+    with tarfile.open(target, "w:gz", compresslevel=9) as archive:
+        for path in files:
+            info = archive.gettarinfo(str(path), f"{name}/{path.relative_to(trace)}")
+            info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+            with path.open("rb") as handle:
+                archive.addfile(info, handle)
+        data = ("\n".join(lines) + "\n").encode()
+        info = tarfile.TarInfo(f"{name}/lightx2v.log")
+        info.size = len(data)
+        archive.addfile(info, io.BytesIO(data))
+    return target
 
 
 def save_test_data(name: str, trace: Path, stderr: str) -> None:
@@ -240,7 +269,7 @@ def save_test_data(name: str, trace: Path, stderr: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
-    parser.add_argument("--lightx2v", type=Path, required=True, help="ModelTC/LightX2V checkout")
+    parser.add_argument("--lightx2v", type=Path, help="ModelTC/LightX2V checkout")
     parser.add_argument("--out", type=Path, default=Path("/tmp/lightx2v-real"))
     parser.add_argument(
         "--case", action="append", choices=sorted([*CASES, *FIXED]), help="default: all"
@@ -251,8 +280,23 @@ def main(argv: list[str] | None = None) -> int:
         "--sign-off", action="store_true", help="the use_compile on/off sign-off (diag bench)"
     )
     parser.add_argument("--trials", type=int, default=3, help="--sign-off trials (default: 3)")
+    parser.add_argument(
+        "--archive",
+        nargs=3,
+        action="append",
+        default=[],
+        metavar=("NAME", "TRACE", "LOG"),
+        help="only write tests/data/lightx2v/NAME.tar.gz from a recording and its console log",
+    )
     args = parser.parse_args(argv)
+    if args.archive:
+        for name, trace, log in args.archive:
+            text = Path(log).read_text(errors="replace")
+            print(save_test_archive(name, Path(trace), text))
+        return 0
 
+    if args.lightx2v is None:
+        parser.error("--lightx2v is required")
     args.out.mkdir(parents=True, exist_ok=True)
     model = args.out / "tiny-wan2.1"
     if not (model / "config.json").exists():

@@ -54,7 +54,7 @@ class Session(Protocol):
     def emit(self, event: str, **fields: Any) -> None:
         """Write one event to the process's event file."""
 
-    def announce_adapter(self, name: str, rank: int = 2, stand_down: Any = None) -> None:
+    def announce_adapter(self, name: str, rank: int = 3, stand_down: Any = None) -> None:
         """Record which adapter drives the step boundaries (a higher rank replaces a lower)."""
 
     def collector_error(self, where: str, exc: BaseException) -> None:

@@ -110,14 +110,20 @@ class Session:
         """Where the program was (phase, request, step): what a `recording_stopped` event says."""
         return dict(self.steps.position()) if self.steps is not None else {}
 
-    def announce_adapter(self, name: str, rank: int = 2, stand_down: Any = None) -> None:
+    def announce_adapter(self, name: str, rank: int = 3, stand_down: Any = None) -> None:
         """Record which adapter drives the step boundaries (once per process).
 
         An adapter that only infers boundaries (adapters/inferred.py) passes a lower `rank` and
         a `stand_down` callback: the first adapter of a higher rank replaces it (the event is
-        written again) and the callback closes what the inferring one had open.
+        written again) and the callback closes what the inferring one had open. `diag.phase`
+        announces diag.api at rank 2: above inference, below an adapter that reports the
+        requests inside the phase (a diffusers pipeline's), which then names the process's
+        adapter. The same adapter at a higher rank takes the rank without a second event.
         """
         if rank <= self.adapter_rank:
+            return
+        if name == self.adapter and stand_down is None and self._adapter_stand_down is None:
+            self.adapter_rank = rank
             return
         previous = self._adapter_stand_down
         self.adapter, self.adapter_rank, self._adapter_stand_down = name, rank, stand_down

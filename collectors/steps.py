@@ -167,10 +167,12 @@ class StepTracker:
         shape: list[int] | None = None,
         steps: int | None = None,
         label: str | None = None,
+        params: dict[str, Any] | None = None,
     ) -> str:
         """Open a request in the calling thread. `label` is the program's own name for it
         (LightX2V's task id): shown beside diag's id, never in place of it, since finding ids
-        must not change run to run."""
+        must not change run to run. `params`: the scalar arguments the call site passed
+        besides the shape (a diffusers pipeline call's `guidance_scale`)."""
         if self.session.paused:  # Session.pause: no request is recorded
             return request_id or ""
         lane = self.lane()
@@ -196,6 +198,7 @@ class StepTracker:
             steps=steps,
             thread=lane.thread.name,
             **({"label": label[:LABEL_MAX]} if label else {}),
+            **({"params": params} if params else {}),
         )
         profiler = self.session.profiler
         if profiler is not None:

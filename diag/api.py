@@ -17,19 +17,23 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 
 def _tracker(per_step: bool = True) -> Any:
     """A handle on the recording's step tracker whose calls never raise into the program
     (collectors/hooks.py); None outside `diag record`, and for the per-step calls (`request`,
-    `step`) while the session is paused (Session.pause)."""
+    `step`) while the session is paused (Session.pause). The per-step calls announce diag.api
+    as the process's adapter."""
     session_module = sys.modules.get("diag.collectors.session")
     session = session_module.current_session() if session_module is not None else None
     if session is None or session.steps is None or (per_step and session.paused):
         return None
-    session.guarded("api", session.announce_adapter, "diag.api")
+    # A phase marks no step boundary: it keeps inferred boundaries out (rank 2), but an adapter
+    # that reports the requests inside it (a diffusers pipeline's, rank 3) names the process's
+    # adapter, and with it the request shape's dims. request() and step() are diag.api's own.
+    session.guarded("api", session.announce_adapter, "diag.api", 3 if per_step else 2)
     return _Guarded(session)
 
 
@@ -128,5 +132,52 @@ def _shapes(variable: str, default: Sequence[Sequence[int]]) -> list[tuple[int, 
         value = json.loads(text)
         return [tuple(int(v) for v in shape) for shape in value]
     except (ValueError, TypeError):
+        # Never fail the program for diag's sake: a malformed value means the default.
+        return fallback
+
+
+#: A request as `warmup_requests()` and `live_requests()` give it: its shape and the scalar call
+#: arguments to send with it (`{"guidance_scale": 1.0}` for a CFG-off pipeline call).
+ShapedRequest = tuple[tuple[int, ...], dict[str, Any]]
+
+
+def warmup_requests(
+    default: Sequence[tuple[Sequence[int], Mapping[str, Any]]],
+) -> list[ShapedRequest]:
+    """The warmup requests to serve, each `(shape, params)`: `diag warmup-plan --verify`'s plan
+    when it runs this program (DIAG_WARMUP_CALLS), else `default`. Unlike warmup_shapes(),
+    a variant whose shape repeats another request's comes with what tells it apart (the call
+    arguments the recorded live request passed, e.g. CFG off): send `params` with the call."""
+    return _requests("DIAG_WARMUP_CALLS", default)
+
+
+def live_requests(
+    default: Sequence[tuple[Sequence[int], Mapping[str, Any]]],
+) -> list[ShapedRequest]:
+    """The live requests to serve, each `(shape, params)`: the recorded ones under
+    `diag warmup-plan --verify` (DIAG_LIVE_CALLS), else `default`."""
+    return _requests("DIAG_LIVE_CALLS", default)
+
+
+def _requests(
+    variable: str, default: Sequence[tuple[Sequence[int], Mapping[str, Any]]]
+) -> list[ShapedRequest]:
+    import json
+    import os
+
+    fallback = [(tuple(int(v) for v in shape), dict(params)) for shape, params in default]
+    text = os.environ.get(variable)
+    if not text:
+        return fallback
+    try:
+        value = json.loads(text)
+        out: list[ShapedRequest] = []
+        for item in value:
+            params = item.get("params") or {}
+            if not isinstance(params, dict):
+                return fallback
+            out.append((tuple(int(v) for v in item["shape"]), dict(params)))
+        return out
+    except (ValueError, TypeError, KeyError, AttributeError):
         # Never fail the program for diag's sake: a malformed value means the default.
         return fallback

@@ -55,6 +55,9 @@ class TraceData:
     trace: Trace
     findings: list[Finding]
     kernels: KernelData | None = None  # None until stage two finishes
+    #: The warmup plan in a few lines (diag/warmup/summary.py), shown beside warmup coverage;
+    #: empty when the trace has no live request with a shape, or the plan could not be made.
+    plan: list[str] = field(default_factory=list)
 
 
 def _registry() -> ModuleType:
@@ -84,7 +87,20 @@ def load_events(
         raise DiagError(f"{path}: the trace holds no runs (was the recording interrupted?)")
     names = [n for n in _registry().REGISTRY if n not in KERNEL_ANALYZERS]
     findings = merge_rank_findings(run_analyzers(trace, names, progress), world_sizes(trace))
-    return TraceData(trace, sort_findings(group_findings(findings)))
+    progress("planning warmup", None)
+    return TraceData(trace, sort_findings(group_findings(findings)), plan=_plan(trace, findings))
+
+
+def _plan(trace: Trace, findings: list[Finding]) -> list[str]:
+    """The warmup plan's lines, made once per trace; a plan that cannot be made costs the screen
+    nothing but those lines, and says so."""
+    from diag.warmup.summary import plan_for, summary_lines
+
+    try:
+        plan = plan_for(trace, findings)
+    except Exception as exc:  # noqa: BLE001 - a face shows what it can
+        return [f"warmup plan: not made ({type(exc).__name__}: {exc})"]
+    return summary_lines(plan, trace) if plan is not None else []
 
 
 def load_kernels(data: TraceData, progress: Progress = _no_progress) -> KernelData:

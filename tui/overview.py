@@ -5,6 +5,7 @@ Enter on a finding opens its evidence on the screen that holds it (tui/evidence.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from textual.app import ComposeResult
@@ -17,6 +18,7 @@ from diag.findings.model import SEVERITIES, Finding
 from diag.trace.inputs import input_warnings
 from diag.trace.paths import shown_location
 from diag.trace.run import RunData, Trace
+from diag.warmup.summary import COVERAGE_ID
 
 from .cells import Text, field, lines, seconds, text
 from .evidence import evidence_for
@@ -81,7 +83,13 @@ class FindingsView(TableView):
     def make_table(self) -> RowTable:
         return FindingsTable(cursor_type="row", zebra_stripes=True)
 
-    def show(self, findings: list[Finding], all_clear: bool = True) -> None:
+    #: The warmup plan's lines (diag/warmup/summary.py), shown with the warmup-coverage finding.
+    plan: list[str] = []  # noqa: RUF012 - replaced per show(), never mutated
+
+    def show(
+        self, findings: list[Finding], all_clear: bool = True, plan: Sequence[str] = ()
+    ) -> None:
+        self.plan = list(plan)
         seen: dict[str, int] = {}
         rows = []
         for f in findings:
@@ -131,6 +139,10 @@ class FindingsView(TableView):
             parts.append(field("same root cause", ", ".join(finding.related)))
         if finding.group:
             parts.append(field("part of", finding.group))
+        if finding.id == COVERAGE_ID and self.plan:
+            # The plan beside the coverage it would complete (diag warmup-plan): plain text.
+            parts.append(Text(self.plan[0], style="bold"))
+            parts.extend(Text(f"  {line}") for line in self.plan[1:])
         target = evidence_for(finding)
         if target is not None:
             parts.append(Text(f"Enter: evidence on the {target.tab.capitalize()} screen", "dim"))
@@ -258,4 +270,4 @@ class OverviewView(Vertical):
     def show(self, data: TraceData) -> None:
         self.query_one("#meta", Static).update(metadata(data.trace, data.findings))
         self.query_one("#meta-short", Static).update(compact_metadata(data.trace, data.findings))
-        self.findings.show(data.findings, assess(data.trace).all_clear_possible)
+        self.findings.show(data.findings, assess(data.trace).all_clear_possible, data.plan)

@@ -82,6 +82,32 @@ def _shape_from(values: dict[str, Any], latents: bool) -> list[int] | None:
     return None
 
 
+#: Scalars of a call that the request shape already holds.
+_SHAPE_ARGUMENTS = ("height", "width", "num_frames")
+_PARAMS_MAX = 32
+
+
+def _params(passed: dict[str, Any], signature: inspect.Signature) -> dict[str, Any]:
+    """The numbers and booleans the call site passed (`guidance_scale=1.0`,
+    `num_inference_steps=4`), besides the shape: what tells a CFG-off request from a CFG-on one
+    of the same shape, for `diag warmup-plan`. Strings (prompts), tensors and lists are never
+    recorded."""
+    out: dict[str, Any] = {}
+    for name, value in passed.items():
+        parameter = signature.parameters.get(name)
+        items: list[tuple[Any, Any]] = [(name, value)]
+        if parameter is not None and parameter.kind is parameter.VAR_KEYWORD:
+            items = list(value.items()) if isinstance(value, dict) else []
+        for key, item in items:
+            if key in _SHAPE_ARGUMENTS or key == "self" or len(out) >= _PARAMS_MAX:
+                continue
+            if isinstance(item, bool) or (
+                isinstance(item, (int, float)) and abs(item) < 2**53 and item == item
+            ):
+                out[str(key)] = item
+    return out
+
+
 class _Loop:
     """One denoising loop: `expected` iterations when known, `steps` done so far."""
 
@@ -283,7 +309,11 @@ class DiffusersAdapter:
                 call.schedulers.append(scheduler)
         call.pipes.append(pipe)
 
-    def _arguments(self, original: Any, pipe: Any, args: Any, kwargs: Any) -> dict[str, Any]:
+    def _arguments(
+        self, original: Any, pipe: Any, args: Any, kwargs: Any
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The call's arguments with the signature's defaults applied, and the scalar ones the
+        call site passed itself (`params`)."""
         if original not in self._signatures:
             try:
                 self._signatures[original] = inspect.signature(original)
@@ -291,18 +321,19 @@ class DiffusersAdapter:
                 self._signatures[original] = None
         signature = self._signatures[original]
         if signature is None:
-            return {}
+            return {}, {}
         try:
             bound = signature.bind(pipe, *args, **kwargs)
         except TypeError:
-            return {}
+            return {}, {}
+        params = _params(bound.arguments, signature)
         bound.apply_defaults()
         arguments = dict(bound.arguments)
         for name, parameter in signature.parameters.items():
             extra = arguments.pop(name, None) if parameter.kind is parameter.VAR_KEYWORD else None
             if isinstance(extra, dict):  # `**kwargs` passed on to a parent's __call__
                 arguments = {**extra, **arguments}
-        return arguments
+        return arguments, params
 
     def call_enter(self, pipe: Any, original: Any, args: Any, kwargs: Any) -> _Call | None:
         ident = threading.get_ident()
@@ -313,8 +344,9 @@ class DiffusersAdapter:
                 call = self.call = _Call(ident, None)
         try:
             arguments: dict[str, Any] = {}
+            params: dict[str, Any] = {}
             if call.shape is None:  # a nested call may know the shape: it is then for the steps
-                arguments = self._arguments(original, pipe, args, kwargs)
+                arguments, params = self._arguments(original, pipe, args, kwargs)
                 call.shape = _shape_from(arguments, latents=False)
             self._add_pipe(call, pipe)  # last: a nested call that fails before is not tracked
             if nested:
@@ -326,7 +358,10 @@ class DiffusersAdapter:
             if self.steps.request_id is None:
                 call.owns_request = True
                 self.steps.request_start(
-                    None, call.shape, _int(arguments.get("num_inference_steps"))
+                    None,
+                    call.shape,
+                    _int(arguments.get("num_inference_steps")),
+                    params=params or None,
                 )
         except BaseException:
             if not nested:

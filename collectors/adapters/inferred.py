@@ -41,7 +41,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..protocol import Session
 
-#: Ranks passed to `Session.announce_adapter`: a higher one replaces a lower one.
+#: Ranks passed to `Session.announce_adapter`: a higher one replaces a lower one (diag.phase
+#: announces at 2, an adapter that reports requests at 3).
 RANK_COMPILED_CALLS = 0
 RANK_MODEL_CALLS = 1
 

@@ -267,6 +267,7 @@ def hook_runner(session: Session, runner: Any, adapter_name: str) -> None:
     runner.run_pipeline = hooked_run_pipeline
     hook_model(session, getattr(runner, "model", None))
     session.guarded("adapter.compile_config", _emit_compile_config, session, runner)
+    session.guarded("adapter.warmup_entry", _warmup_entry, session, runner)
 
 
 #: The runner config keys that decide how LightX2V compiles (magi-compile reads them).
@@ -279,6 +280,73 @@ def _emit_compile_config(session: Session, runner: Any) -> None:
         keys = {key: config[key] for key in _COMPILE_KEYS if key in config}
         if keys:
             session.emit("lightx2v_config", **keys)
+
+
+#: Set by `diag warmup-plan --verify` alone: the plan's resolutions ([[height, width], ...] in
+#: pixels) for the runner's own warmup entry.
+WARMUP_ENV = "DIAG_LIGHTX2V_WARMUP"
+
+
+def warmup_attr(runner: Any) -> str | None:
+    """The class attribute the runner's warmup reads its resolutions from: LTX-2 with its
+    upsampler reads `_UPSAMPLER_WARMUP_RESOLUTIONS`, every other runner `_WARMUP_RESOLUTIONS`."""
+    config = getattr(runner, "config", None)
+    upsampler = isinstance(config, dict) and bool(config.get("use_upsampler"))
+    for name in ("_UPSAMPLER_WARMUP_RESOLUTIONS",) * upsampler + ("_WARMUP_RESOLUTIONS",):
+        if _pairs(getattr(runner, name, None)) is not None:
+            return name
+    return None
+
+
+def _pairs(value: Any) -> list[list[int]] | None:
+    if not isinstance(value, (list, tuple)):
+        return None
+    pairs = [_ints(item) for item in value]
+    if any(p is None or len(p) != 2 for p in pairs):
+        return None
+    return [p for p in pairs if p is not None]
+
+
+def _planned(text: str | None) -> tuple[tuple[int, int], ...] | None:
+    import json
+
+    if not text:
+        return None
+    try:
+        pairs = _pairs(json.loads(text))
+    except ValueError:
+        return None
+    return tuple((h, w) for h, w in pairs) if pairs else None
+
+
+def _warmup_entry(session: Session, runner: Any) -> None:
+    """Record the runner and how it warms up (what `diag warmup-plan --as lightx2v` writes for),
+    and, only under `diag warmup-plan --verify` (WARMUP_ENV set), put the plan's resolutions in
+    the runner's own warmup entry: an instance attribute, read by its warmup as
+    `self._WARMUP_RESOLUTIONS`, set before init_modules runs it."""
+    import os
+
+    config = getattr(runner, "config", None)
+    config = config if isinstance(config, dict) else {}
+    attr = warmup_attr(runner)
+    if attr is None:  # no warmup entry of LightX2V's kind (diag.fixtures' runner)
+        return
+    planned = _planned(os.environ.get(WARMUP_ENV))
+    if planned is not None:
+        setattr(runner, attr, planned)
+    owner = next((c for c in type(runner).__mro__ if attr in c.__dict__), type(runner))
+    session.emit(
+        "lightx2v_runner",
+        runner=f"{type(runner).__module__}.{type(runner).__qualname__}",
+        warmup_owner=f"{owner.__module__}.{owner.__qualname__}",
+        model_cls=config.get("model_cls") if isinstance(config.get("model_cls"), str) else None,
+        task=config.get("task") if isinstance(config.get("task"), str) else None,
+        warmup_attr=attr,
+        warmup_resolutions=_pairs(getattr(runner, attr, None)),
+        vae_stride=_ints(config.get("vae_stride")),
+        patch_size=_ints(config.get("patch_size")),
+        applied=planned is not None,
+    )
 
 
 def hook_runner_class(session: Session, cls: type, adapter_name: str) -> None:

@@ -20,7 +20,9 @@ examples:
   diag warmup-plan day1 --verify -- python -m diag.fixtures --compile -q
 
 --verify records the command with the plan applied (the reference service through
---warmup-shapes and --requests; any other program through DIAG_WARMUP_SHAPES and
+--warmup-shapes and --requests; LightX2V through its runner's own warmup entry,
+_WARMUP_RESOLUTIONS, which diag's adapter sets from DIAG_LIGHTX2V_WARMUP, and
+`lightx2v.infer`'s --target_shape; any other program through DIAG_WARMUP_SHAPES and
 DIAG_LIVE_SHAPES, read with diag.api.warmup_shapes() and diag.api.live_shapes()).
 
 exit codes: 0 plan printed (with --verify: no live compile and no recompile-limit hit in the
@@ -61,7 +63,7 @@ class WarmupPlanCommand:
 
         command = list(args.verify)
         output = args.output or Path(f"{str(args.traces[0]).rstrip('/')}-verify")
-        result = verify(plan, traces[0], command, output)
+        result = verify(plan, traces[0], command, output, args.vae_stride)
         if args.json:
             print(json.dumps({"plan": plan.as_dict(), "verify": result.as_dict()}, indent=1))
         else:
@@ -90,10 +92,10 @@ def _options(parser: argparse.ArgumentParser, defaults: bool = True) -> None:
     parser.add_argument(
         "--vae-stride",
         type=int,
-        default=default(8),
+        default=default(None),
         metavar="N",
         help="--as lightx2v/diffusers from LightX2V's latents: pixels per latent pixel "
-        "(default: 8, Wan2.1's VAE)",
+        "(default: the recorded runner's vae_stride, else 8, Wan2.1's VAE)",
     )
     parser.add_argument(
         "-o",
@@ -130,17 +132,6 @@ def _split(args: argparse.Namespace) -> None:
 def _explanations(traces: list[Trace]) -> dict[str, dict[str, str]]:
     """trace path -> compile id -> the finding that explains it (the analyzers' own words)."""
     from diag.findings.analysis import analyze
-    from diag.warmup.plan import EXPLAINERS
+    from diag.warmup.plan import EXPLAINERS, explanations
 
-    found: dict[str, dict[str, str]] = {}
-    for trace in traces:
-        ids: dict[str, str] = {}
-        findings = analyze(trace, list(EXPLAINERS))
-        for name in EXPLAINERS:
-            for finding in findings:
-                compile_ids = finding.data.get("compile_ids") if finding.data else None
-                if finding.analyzer == name and isinstance(compile_ids, list):
-                    for compile_id in compile_ids:
-                        ids.setdefault(str(compile_id), finding.id)
-        found[str(trace.path)] = ids
-    return found
+    return {str(trace.path): explanations(analyze(trace, list(EXPLAINERS))) for trace in traces}

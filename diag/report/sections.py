@@ -44,6 +44,16 @@ def build_sections(
     builders: list[tuple[Section, Callable[[Section], None]]] = [
         (
             Section(
+                "warmup",
+                "Warmup coverage and the warmup plan",
+                "Which live request shapes the recorded warmup covered (live-compile's "
+                "warmup-coverage finding), and beside it the smallest ordered warmup that "
+                "covers every live compile, as diag warmup-plan gives it (docs/WARMUP.md).",
+            ),
+            lambda s: _warmup(s, trace, findings),
+        ),
+        (
+            Section(
                 "steps",
                 "Step time per request",
                 "Each point is one step's wall time; lines join the steps of one request. "
@@ -129,6 +139,39 @@ def build_sections(
             )
         sections.append(section)
     return sections
+
+
+def _warmup(section: Section, trace: Trace, findings: list[Finding]) -> None:
+    """The coverage finding's evidence and the plan's lines side by side, every string escaped
+    (the plan is made once here, by diag/warmup/summary.py, as the TUI makes it)."""
+    from diag.report.escape import html_inline, html_text
+    from diag.warmup.summary import COVERAGE_ID, plan_for, summary_lines
+
+    coverage = next((f for f in findings if f.id == COVERAGE_ID), None)
+    plan = plan_for(trace, findings)
+    if coverage is None and plan is None:
+        section.notes.append("No live request with a shape was recorded: nothing to cover or plan.")
+        return
+    covered = (
+        f"<p>{html_inline(coverage.title)}</p><ul>"
+        + "".join(f"<li>{html_inline(item)}</li>" for item in coverage.evidence)
+        + "</ul>"
+        if coverage is not None
+        else "<p>No warmup coverage was stated (no warmup request with a shape).</p>"
+    )
+    if plan is None:
+        planned = "<p>No plan: no live request with a shape.</p>"
+    else:
+        head, *rest = summary_lines(plan, trace)
+        planned = (
+            f"<p>{html_text(head)}</p><ul>"
+            + "".join(f"<li><code>{html_text(line)}</code></li>" for line in rest)
+            + "</ul>"
+        )
+    section.table_html = (
+        '<table class="warmup-plan"><thead><tr><th>warmup coverage</th><th>warmup plan</th>'
+        f"</tr></thead><tbody><tr><td>{covered}</td><td>{planned}</td></tr></tbody></table>"
+    )
 
 
 def _steps(section: Section, run: RunData, reference: RunData | None, limits: Limits) -> None:

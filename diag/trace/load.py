@@ -248,6 +248,7 @@ def _load_process(run: RunData, events_path: Path, fast: bool = True) -> None:
                         event.t,
                         label=event.label,
                         thread=event.thread,
+                        params=event.params,
                         _table=table,
                         _rows=[],
                     )

@@ -140,6 +140,9 @@ class Request:
     label: str | None = None
     #: The name of the thread that served it (None in traces from before threads were recorded).
     thread: str | None = None
+    #: The scalar arguments the call site passed besides the shape (a diffusers pipeline call's
+    #: `guidance_scale`): what tells two requests of one shape apart. None when not recorded.
+    params: dict[str, int | float | bool] | None = None
 
 
 @dataclass

@@ -104,6 +104,8 @@ class RequestStart(Positioned, tag="request_start"):
     steps: Count | None = None
     #: The program's own name for the request (LightX2V's task id).
     label: str | None = None
+    #: The scalar arguments the call site passed besides the shape (diffusers: guidance_scale).
+    params: Annotated[dict[str, int | float | bool], Meta(max_length=32)] | None = None
 
 
 class RequestEnd(Positioned, tag="request_end"):
@@ -492,6 +494,18 @@ class Lightx2vConfig(EventBase, tag="lightx2v_config"):
     offload_granularity: Scalar = None
 
 
+class Lightx2vRunner(EventBase, tag="lightx2v_runner"):
+    runner: str | None = None
+    warmup_owner: str | None = None
+    model_cls: str | None = None
+    task: str | None = None
+    warmup_attr: str | None = None
+    warmup_resolutions: list[Annotated[list[Dim], Meta(max_length=8)]] | None = None
+    vae_stride: Annotated[list[Dim], Meta(max_length=8)] | None = None
+    patch_size: Annotated[list[Dim], Meta(max_length=8)] | None = None
+    applied: bool | None = None
+
+
 class Autotune(Positioned, tag="autotune"):
     kernel: str | None = None
     duration_s: Seconds | None = None
@@ -550,6 +564,7 @@ SCHEMAS: dict[str, type[EventBase]] = {
     "magi_guard_check": MagiGuardCheck,
     "magi_runtime_compile": MagiRuntimeCompile,
     "lightx2v_config": Lightx2vConfig,
+    "lightx2v_runner": Lightx2vRunner,
     "autotune": Autotune,
     "collector_error": CollectorError,
     "collectors_paused": CollectorsPaused,

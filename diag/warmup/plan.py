@@ -15,12 +15,17 @@ a compile no warmup can prevent. The rules follow Dynamo under `dynamic=None` (d
 - what no size covers (another dtype, dispatch keys, grad mode, CFG's batch going 2 -> 1, a
   module or branch warmup never reached) needs a request like the live one that brought it;
 - a Python value that changes per step or per request, an undecided cause and a recompile-limit
-  hit are not warmup's to fix: they are listed with the finding that explains them.
+  hit are not warmup's to fix: they are listed with the finding that explains them;
+- a MagiCompiler target compiles once with its declared dims dynamic (diag/warmup/magi.py): it
+  needs the first request only, and a `compile_sizes` entry magi compiled live needs a request
+  of that live shape.
 """
 
 from __future__ import annotations
 
 import importlib
+import itertools
+import math
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -28,7 +33,14 @@ from typing import Any
 from diag.evidence.causes import RecompileCause, cause_short, recompile_cause
 from diag.evidence.frames import label as frame_label
 from diag.evidence.settings import Setting, settings_at
-from diag.trace.run import Compile, Request, RunData, Trace
+from diag.trace.run import Compile, Event, Request, RunData, Trace
+from diag.warmup.magi import (
+    MagiTarget,
+    bypass_notes,
+    magi_targets,
+    runtime_compiles,
+    target_of,
+)
 
 Shape = tuple[int, ...]
 
@@ -88,6 +100,10 @@ class PlannedRequest:
     covers: list[str] = field(default_factory=list)  # live compiles it moves into warmup
     #: What a variant stands for (`01:timestep:2:1`): live compiles that need it join it.
     variant_key: str | None = None
+    #: The scalar call arguments to send with it (a diffusers call's `guidance_scale`): the
+    #: usual live request's for the dimension requests, the live request's it repeats for a
+    #: variant. None when the recordings hold none.
+    params: dict[str, Any] | None = None
 
 
 @dataclass
@@ -105,6 +121,8 @@ class LiveCompile:
     covered_by: int | None = None  # index into the plan's requests
     cannot: str | None = None  # why no warmup can prevent it
     finding: str | None = None  # the finding that explains it
+    #: The scalar call arguments of the live request that paid it (Request.params).
+    params: dict[str, Any] | None = None
 
 
 @dataclass
@@ -113,6 +131,8 @@ class FramePlan:
     live: list[LiveCompile]
     requests: list[int]  # plan indices this frame needs
     warmup_compile_s: float
+    #: A MagiCompiler target: what it declares and why it needs no second size.
+    magi: str | None = None
 
 
 @dataclass
@@ -127,6 +147,9 @@ class WarmupPlan:
     #: `--verify` serves again.
     served: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: The LightX2V runner recorded (its `lightx2v_runner` event): which warmup entry it reads,
+    #: its resolutions and the VAE's stride, so that `--as lightx2v` and `--verify` use its own.
+    runner: dict[str, Any] | None = None
 
     @property
     def live_compiles(self) -> list[LiveCompile]:
@@ -145,6 +168,7 @@ class WarmupPlan:
             "live_shapes": self.live_shapes,
             "recorded_warmup": self.recorded_warmup,
             "served": self.served,
+            "runner": self.runner,
             "cost_s": round(sum(r.cost_s or 0.0 for r in self.requests), 6),
             "unpreventable": [asdict(c) for c in self.unpreventable],
             "notes": self.notes,
@@ -185,9 +209,17 @@ def plan_warmup(
     served: list[dict[str, Any]] = []
     namings: set[tuple[str, ...] | None] = set()
     first_pid: int | None = None
+    magi: dict[str, MagiTarget] = {}  # frame label -> the magi target it is
+    runner: dict[str, Any] | None = None
+    runtime: list[tuple[RunData, str, Event]] = []
     for trace in traces:
         where = str(trace.path)
         for run in trace.subject_runs:
+            targets = magi_targets(run)
+            runtime += [(run, where, e) for e in runtime_compiles(run)]
+            notes += [n for n in bypass_notes(run) if n not in notes]
+            if runner is None:
+                runner = next((dict(e.data) for e in run.of("lightx2v_runner")), None)
             for request in run.requests:
                 shape = _request_shape(request)
                 if shape is None:
@@ -198,7 +230,13 @@ def plan_warmup(
                     # One process's requests: ranks serve the same ones.
                     first_pid = first_pid if first_pid is not None else request.pid
                     if trace is traces[0] and request.pid == first_pid:
-                        served.append({"shape": list(shape), "steps": request.step_count})
+                        served.append(
+                            {
+                                "shape": list(shape),
+                                "steps": request.step_count,
+                                **({"params": request.params} if request.params else {}),
+                            }
+                        )
                     names = names or _names(run, request.pid, shape)
             for pid in {p.pid for p in run.processes}:
                 for warm in _warm_shapes(run, pid):
@@ -206,24 +244,24 @@ def plan_warmup(
                         warm_shapes.append(warm)
             by_id = {(r.pid, r.request_id): r for r in run.requests}
             for item in run.compiles:
+                target = target_of(targets, item.frame)
+                if target is not None:
+                    magi.setdefault(frame_label(run, item.frame), target)
                 if item.phase == "warmup" and item.result not in _NOT_COMPILED:
                     warm_compiles.append((run, item))
                 if not (item.live and item.request_id is not None):
                     continue
                 owner = by_id.get((item.pid, item.request_id))
                 shape = _request_shape(owner) if owner is not None else None
-                seen.append(_classify(run, where, item, shape, explain.get(where, {})))
+                entry = _classify(run, where, item, shape, explain.get(where, {}))
+                entry.record.params = owner.params if owner is not None else None
+                seen.append(entry)
     programs = {_program(trace) for trace in traces}
     if len(namings) > 1 or len(programs) > 1:
         notes.append(
             "the recordings look like different programs ("
             + "; ".join(sorted(p or "?" for p in programs))
             + "): a warmup plan is one program's, plan each apart"
-        )
-    if any(run.of("magi_compile_end") for trace in traces for run in trace.subject_runs):
-        notes.append(
-            "MagiCompiler targets compile once with their declared dims dynamic and skip "
-            "Dynamo's guards afterwards: this plan follows torch.compile's rules, not magi's"
         )
     ranks = Counter(len(s) for s in live_shapes)
     rank = ranks.most_common(1)[0][0] if ranks else 0
@@ -236,10 +274,27 @@ def plan_warmup(
     dims = list(names) if names and len(names) == rank else [f"dim {i}" for i in range(rank)]
     requests, varied = _dimension_requests(shapes, rank, dims, notes)
     _cost_dimension_requests(requests, warm_compiles, seen)
+    if _magi_only(seen, warm_compiles, magi) and requests:
+        requests[0].why = (
+            "its first call compiles each MagiCompiler target once, with the declared dims "
+            "dynamic"
+            + (" (the shape live traffic sent most)" if "sent most" in requests[0].why else "")
+        )
+        if len(requests) > 1 and requests[1].role == GENERALISE:
+            del requests[1]
+        notes.append(
+            "every compiled frame is a MagiCompiler target: its declared dims are dynamic from "
+            "its one compile, so no request is needed to generalise a size"
+        )
     for entry in seen:
         _place(entry, requests, warm_shapes, varied)
+    fast_path = [
+        _place_runtime(run, where, event, n, requests, magi)
+        for n, (run, where, event) in enumerate(runtime)
+    ]
+    _params(requests, served, seen)
     dimensional = [i for i, r in enumerate(requests) if r.role in (SPECIALISE, GENERALISE)]
-    frames = _frames(seen, warm_compiles, dimensional)
+    frames = _frames([s.record for s in seen] + fast_path, warm_compiles, dimensional, magi)
     notes.extend(_limit_notes(frames, seen, warm_compiles))
     return WarmupPlan(
         dims=dims,
@@ -250,7 +305,21 @@ def plan_warmup(
         recorded_warmup=[list(s) for s in warm_shapes],
         served=served,
         notes=notes,
+        runner=runner,
     )
+
+
+def explanations(findings: list[Any]) -> dict[str, str]:
+    """compile id -> the id of the finding that explains it (the analyzers' own words), from
+    findings already computed (diag.findings.model.Finding, with `data["compile_ids"]`)."""
+    ids: dict[str, str] = {}
+    for name in EXPLAINERS:
+        for finding in findings:
+            compile_ids = finding.data.get("compile_ids") if finding.data else None
+            if finding.analyzer == name and isinstance(compile_ids, list):
+                for compile_id in compile_ids:
+                    ids.setdefault(str(compile_id), finding.id)
+    return ids
 
 
 def _program(trace: Trace) -> str | None:
@@ -409,10 +478,9 @@ def _place(
         _cover(requests[0], record, ref, 0, add_cost=False)
         return
     if not entry.warmed and entry.key == "dims" and shape is not None:
-        index = next(
-            (i for i, r in enumerate(requests) if r.shape == list(shape)),
-            1 if len(requests) > 1 and requests[1].role == GENERALISE else 0,
-        )
+        # No warmup: the frame's first compile moves to request 1 and its size recompile to
+        # the request that changes the size, the generalising one.
+        index = 1 if len(requests) > 1 and requests[1].role == GENERALISE else 0
         _cover(requests[index], record, ref, index, add_cost=False)
         return
     if entry.key == "dims":
@@ -461,6 +529,39 @@ def _place(
     _cover(planned, record, ref, len(requests) - 1, add_cost=measured)
 
 
+def _params(
+    requests: list[PlannedRequest], served: list[dict[str, Any]], seen: list[_Seen]
+) -> None:
+    """The call arguments each request is sent with, where the recordings hold them: the usual
+    live request's (the most sent) for the dimension requests and the 0/1 ones, the live
+    request's a variant repeats for a variant (CFG off: `guidance_scale=1.0`)."""
+    sent = [item["params"] for item in served if item.get("params")]
+    if not sent and not any(entry.record.params for entry in seen):
+        return
+    counts = Counter(tuple(sorted(p.items())) for p in sent)
+    usual = dict(counts.most_common(1)[0][0]) if counts else {}
+    for planned in requests:
+        liked = next(
+            (
+                entry.record.params
+                for entry in seen
+                if entry.record.covered_by is not None
+                and requests[entry.record.covered_by] is planned
+                and planned.role == VARIANT
+                and planned.variant_key is not None
+                and not planned.variant_key.startswith("dim01:")
+            ),
+            None,
+        )
+        planned.params = dict(liked) if liked is not None else dict(usual)
+        if liked is not None and liked != usual:
+            changed = ", ".join(f"{k}={v!r}" for k, v in liked.items() if usual.get(k) != v)
+            dropped = ", ".join(f"{k} unset" for k in usual if k not in liked)
+            said = "; ".join(x for x in (changed, dropped) if x)
+            if said and planned.like:
+                planned.like += f" ({said})"
+
+
 def _cover(
     planned: PlannedRequest, record: LiveCompile, ref: str, index: int, add_cost: bool
 ) -> None:
@@ -507,7 +608,14 @@ def _dimension_requests(
                 why=f"changes {names} from the first request: the recompile makes "
                 f"{'it' if len(varied) == 1 else 'them'} dynamic (automatic dynamic), so every "
                 "later value >= 2 runs without a compile"
-                + ("" if second in counts else " (each value was sent live; this combination not)"),
+                + (
+                    ""
+                    if second in counts
+                    else " (each value was sent live; this combination not)"
+                    if all(second[i] in values[i] for i in varied)
+                    else " (not sent live: no live shape changes every varied dim and the "
+                    "token count, which a block sees as frames x height x width, at once)"
+                ),
             )
         )
     for i in range(rank):
@@ -529,8 +637,13 @@ def _dimension_requests(
 def _second(
     first: Shape, counts: Counter[Shape], values: list[Counter[int]], varied: list[int]
 ) -> Shape:
-    """A live shape that changes every varied dim from `first`, to values >= 2 that differ from
-    each other; else one made of values live traffic sent."""
+    """The generalising request: it changes every varied dim from `first`, to values >= 2 that
+    differ from each other, and changes the product of the dims too. A block of a DiT sees the
+    flattened sequence (frames x height x width / patch): LightX2V's Wan block warmed at 8x12
+    and then 12x8 latents saw 48 tokens twice, compiled once, and recompiled live for 8x8
+    (torch's record in tests/data/lightx2v/served.tar.gz). The most sent live shape that fits;
+    else one of values traffic sent; else, for the fewest dims, twice the first request's value
+    (a multiple keeps the sizes the model needs: patches, VAE strides)."""
 
     def fits(shape: Shape) -> bool:
         picked = [shape[i] for i in varied]
@@ -538,18 +651,28 @@ def _second(
             all(shape[i] != first[i] and shape[i] > 1 for i in varied)
             and len(set(picked)) == len(picked)
             and all(shape[i] == first[i] for i in range(len(first)) if i not in varied)
+            and math.prod(shape) != math.prod(first)
         )
 
     found = [s for s in counts if fits(s)]
     if found:
         return max(found, key=lambda s: counts[s])
+    options = {
+        i: [v for v, _ in values[i].most_common() if v != first[i] and v > 1] for i in varied
+    }
+    made: list[tuple[int, int, Shape]] = []  # (values not sent, product, shape)
+    for picks in itertools.product(*(options[i] + [2 * first[i]] for i in varied)):
+        shape = list(first)
+        for i, value in zip(varied, picks, strict=True):
+            shape[i] = value
+        if fits(tuple(shape)):
+            unsent = sum(value not in values[i] for i, value in zip(varied, picks, strict=True))
+            made.append((unsent, math.prod(shape), tuple(shape)))
+    if made:
+        return min(made)[2]
     shape = list(first)
-    used: set[int] = set()
     for i in varied:
-        options = [v for v, _ in values[i].most_common() if v != first[i] and v > 1]
-        pick = next((v for v in options if v not in used), options[0])
-        shape[i] = pick
-        used.add(pick)
+        shape[i] = options[i][0] if options[i] else 2 * first[i]
     return tuple(shape)
 
 
@@ -557,8 +680,11 @@ def _cost_dimension_requests(
     requests: list[PlannedRequest], warm: list[tuple[RunData, Compile]], seen: list[_Seen]
 ) -> None:
     """Each dimension request's cost: the compiles of its kind measured in the recordings (a
-    frame's first compile; a recompile on a size guard), one per frame."""
+    frame's first compiles, one process's: a frame compiled per module instance, as magi's
+    targets, compiles first once per instance; a recompile on a size guard, one per frame)."""
     firsts: dict[str, float] = {}
+    first_in: dict[str, tuple[int, int]] = {}  # frame -> the process its first compiles are of
+    count = 0
     resized: dict[str, float] = {}
     every = [*warm, *((s.run, s.item) for s in seen if s.item.result not in _NOT_COMPILED)]
     for run, item in every:
@@ -567,13 +693,20 @@ def _cost_dimension_requests(
             continue
         cause = recompile_cause(run, item)
         if cause is None:
-            firsts.setdefault(frame, item.duration_s)
+            process = first_in.setdefault(frame, (id(run), item.pid))
+            if process == (id(run), item.pid):
+                firsts[frame] = firsts.get(frame, 0.0) + item.duration_s
+                count += 1
         elif cause.guard is not None and cause.guard.kind in _SIZE_KINDS:
             resized.setdefault(frame, item.duration_s)
     for planned in requests:
         if planned.role == SPECIALISE and firsts:
-            planned.cost_s = sum(firsts.values())
-            planned.cost_from = f"the first compile of {len(firsts)} frame(s) as recorded"
+            planned.cost_s = round(sum(firsts.values()), 6)
+            planned.cost_from = (
+                f"the first compile of {len(firsts)} frame(s) as recorded"
+                if count == len(firsts)
+                else f"{count} first compiles of {len(firsts)} frame(s) as recorded"
+            )
         elif planned.role == GENERALISE and resized:
             planned.cost_s = sum(resized.values())
             planned.cost_from = (
@@ -607,26 +740,107 @@ def _limit_notes(
 
 
 def _frames(
-    seen: list[_Seen], warm: list[tuple[RunData, Compile]], dimensional: list[int]
+    live: list[LiveCompile],
+    warm: list[tuple[RunData, Compile]],
+    dimensional: list[int],
+    magi: dict[str, MagiTarget],
 ) -> list[FramePlan]:
     """Every compiled frame: its live compiles, the requests it needs (the dimension requests,
-    which every frame that runs per request needs, and the variants its live compiles need)."""
+    which every frame that runs per request needs, and the variants its live compiles need; a
+    magi target, the first request only)."""
     by_frame: dict[str, list[LiveCompile]] = {}
     warm_s: dict[str, float] = {}
     for run, item in warm:
         frame = frame_label(run, item.frame)
         warm_s[frame] = warm_s.get(frame, 0.0) + (item.duration_s or 0.0)
         by_frame.setdefault(frame, [])
-    for entry in seen:
-        by_frame.setdefault(entry.record.frame, []).append(entry.record)
+    for record in live:
+        by_frame.setdefault(record.frame, []).append(record)
     return [
         FramePlan(
             frame=frame,
             live=items,
             requests=sorted(
-                {i.covered_by for i in items if i.covered_by is not None} | set(dimensional)
+                {i.covered_by for i in items if i.covered_by is not None}
+                | set(dimensional[:1] if frame in magi else dimensional)
             ),
             warmup_compile_s=round(warm_s.get(frame, 0.0), 6),
+            magi=magi[frame].phrase() if frame in magi else None,
         )
         for frame, items in by_frame.items()
     ]
+
+
+# --- MagiCompiler targets (diag/warmup/magi.py) -------------------------------------------------
+
+
+def _magi_only(
+    seen: list[_Seen], warm: list[tuple[RunData, Compile]], magi: dict[str, MagiTarget]
+) -> bool:
+    """Every compiled frame is a magi target and no live compile needs a size generalised (an
+    undeclared dim recompiling under magi's TORCH_COMPILE mode would)."""
+    frames = {frame_label(run, item.frame) for run, item in warm}
+    frames |= {entry.record.frame for entry in seen}
+    return (
+        bool(frames)
+        and frames <= set(magi)
+        and not any(entry.key in ("dims",) or entry.key.startswith("shape:") for entry in seen)
+    )
+
+
+def _place_runtime(
+    run: RunData,
+    where: str,
+    event: Event,
+    number: int,
+    requests: list[PlannedRequest],
+    magi: dict[str, MagiTarget],
+) -> LiveCompile:
+    """A compile_sizes entry magi compiled on its fast path in a live request: a request of that
+    request's shape moves it into warmup."""
+    _, request_id, step = event.position
+    owner = next(
+        (r for r in run.requests if r.pid == event.pid and r.request_id == request_id), None
+    )
+    shape = _request_shape(owner) if owner is not None else None
+    target = next((t for label, t in magi.items() if t.name == event.data.get("name")), None)
+    frame = next(
+        (label for label, t in magi.items() if t is target), str(event.data.get("name") or "?")
+    )
+    count = event.data.get("backend_compilations")
+    duration = event.data.get("duration_s")
+    sizes = (
+        f" (compile_sizes {list(target.compile_sizes)})" if target and target.compile_sizes else ""
+    )
+    record = LiveCompile(
+        trace=where,
+        compile_id=f"magi-fast-path-{number + 1}",
+        frame=frame,
+        request=request_id or "?",
+        step=step,
+        shape=list(shape) if shape else None,
+        duration_s=float(duration) if isinstance(duration, (int, float)) else None,
+        cause=f"magi compiled {count if isinstance(count, int) else 'some'} subgraph(s) on its "
+        f"fast path: a size it compiles at first use{sizes}",
+    )
+    if shape is None:
+        record.cannot = "the live request's shape was not recorded: no request can be planned"
+        return record
+    key = f"size:{'x'.join(map(str, shape))}"
+    ref = f"{record.compile_id} ({record.frame}, {record.request} in {record.trace})"
+    for index, planned in enumerate(requests):
+        if planned.variant_key == key:
+            _cover(planned, record, ref, index, add_cost=True)
+            return record
+    planned = PlannedRequest(
+        shape=list(shape),
+        role=VARIANT,
+        why="magi compiles this size on its fast path at its first use (a compile_sizes "
+        "entry): warming it moves that compile out of traffic",
+        like=f"{record.request} in {record.trace}",
+        cost_from="the live compile(s) it moves into warmup",
+        variant_key=key,
+    )
+    requests.append(planned)
+    _cover(planned, record, ref, len(requests) - 1, add_cost=True)
+    return record

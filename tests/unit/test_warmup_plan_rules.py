@@ -32,6 +32,15 @@ def test_second_request_is_made_of_live_values_when_no_live_shape_changes_them_a
     assert second[1] == 16 and second[2] == 12
 
 
+def test_second_request_changes_the_token_count_too() -> None:
+    """A block sees frames x height x width flattened: 8x12 then 12x8 is one size to it (torch's
+    record on LightX2V's server, tests/integration/test_lightx2v_warmup_plan.py). No live shape
+    changes both dims and the product, so the fewest dims take twice the first value."""
+    plan = _plan([(2, 8, 12), (2, 8, 12), (2, 12, 8), (2, 8, 8)])
+    assert plan[0] == ([2, 8, 12], SPECIALISE)
+    assert plan[1] == ([2, 16, 8], GENERALISE)
+
+
 def test_sizes_0_and_1_get_a_request_of_their_own() -> None:
     plan = _plan([(4, 8, 8), (4, 12, 8), (1, 8, 8)])
     assert plan == [
