@@ -1,4 +1,4 @@
-"""What MagiCompiler's targets need of a warmup (docs/WARMUP.md, rule 7).
+"""What MagiCompiler's targets need of a warmup (docs/WARMUP.md, rule 8).
 
 `magi_compile` compiles a target once, at its first call, with the dims its `dynamic_arg_dims`
 declares marked dynamic, and runs the captured bytecode on every later call without checking

@@ -32,7 +32,7 @@ from typing import Any
 
 from diag.evidence.causes import RecompileCause, cause_short, recompile_cause
 from diag.evidence.frames import label as frame_label
-from diag.evidence.settings import Setting, settings_at
+from diag.evidence.settings import Setting, limit_while, settings_at
 from diag.trace.run import Compile, Event, Request, RunData, Trace
 from diag.warmup.magi import (
     MagiTarget,
@@ -286,6 +286,7 @@ def plan_warmup(
             "every compiled frame is a MagiCompiler target: its declared dims are dynamic from "
             "its one compile, so no request is needed to generalise a size"
         )
+    _static_sizes_apart(seen, requests, notes)
     for entry in seen:
         _place(entry, requests, warm_shapes, varied)
     fast_path = [
@@ -389,6 +390,24 @@ def _limit_hit(entry: _Seen, cause: RecompileCause | None, frame: str) -> _Seen:
     if per_value is not None:
         record.cannot = f"{per_value} ({limit.phrase()}: a higher limit only postpones the hit)"
         return entry
+    # Lowered only around serving (`config.patch`): warmup compiled under a higher limit, so an
+    # entry warmup compiles then serves the call later without a compile (as recompile-limit's
+    # fix says: warm it up before the limit is lowered).
+    warm_limit = limit_while(
+        entry.run,
+        [
+            c
+            for c in entry.run.compiles
+            if c.pid == item.pid and c.frame == item.frame and c.phase == "warmup" and c.t < item.t
+        ],
+    )
+    if warm_limit is not None and int(warm_limit.value) > int(limit.value):
+        entry.key = key
+        record.cause += (
+            f"; warmup compiled under a limit of {warm_limit.value}, serving under "
+            f"{limit.value}: warm this call up before the limit is lowered"
+        )
+        return entry
     entry.key, entry.limit = key, limit
     record.cannot = (
         f"{limit.phrase()}: {frame} held {limit.value} entries and this call needed one more; "
@@ -396,6 +415,35 @@ def _limit_hit(entry: _Seen, cause: RecompileCause | None, frame: str) -> _Seen:
         f"Raise the limit to at least {limit.value + 1} (or drop the setting)"
     )
     return entry
+
+
+def _static_sizes_apart(
+    seen: list[_Seen], requests: list[PlannedRequest], notes: list[str]
+) -> None:
+    """Under torch.compile(dynamic=False) or automatic dynamic off a second size makes nothing
+    dynamic: each live size a frame recompiled for is a request of its own (a variant of that
+    shape), and the generalising request goes when no other frame needs it."""
+    static = [e for e in seen if e.key == "dims" and _static_sizes(e.run, e.item)]
+    if not static:
+        return
+    for entry in static:
+        if entry.shape is None:
+            entry.key = ""
+            entry.record.cannot = (
+                "the live request's shape was not recorded: no request can be planned"
+            )
+        else:
+            entry.key = "static:" + "x".join(str(v) for v in entry.shape)
+    if any(e.key == "dims" for e in seen):
+        return
+    if len(requests) > 1 and requests[1].role == GENERALISE:
+        del requests[1]
+    notes.append(
+        "the frames that recompiled for a size keep sizes static (torch.compile(dynamic=False) "
+        "or torch._dynamo.config.automatic_dynamic_shapes = False): a second size makes nothing "
+        "dynamic, so no request generalises one; each live size is a request of its own, and "
+        "the recompile limit must hold that many entries"
+    )
 
 
 def _static_sizes(run: RunData, item: Compile) -> bool:
@@ -497,6 +545,12 @@ def _place(
         # Warmup served this request shape and still a size guard failed: the tensor's size
         # does not follow the request shape (a batch, a pass). Repeat the request itself.
         entry.key = f"shape:{record.cause}"
+    if entry.key.startswith("static:") and shape is not None:
+        # Sizes static: a request of this very shape covers it, whatever its role.
+        same = [i for i, r in enumerate(requests) if r.shape == list(shape)]
+        if same:
+            _cover(requests[same[0]], record, ref, same[0], add_cost=measured)
+            return
     for index, planned in enumerate(requests):
         joins = planned.variant_key == entry.key or (
             entry.key.startswith(("01:", "shape:"))
@@ -516,6 +570,8 @@ def _place(
         + record.cause,
         "shape": f"a size no request-shape dimension explains: {record.cause}",
         "variant": f"a variant no dynamic dimension covers: {record.cause}",
+        "static": f"{record.frame} keeps sizes static: this size is an entry of its own "
+        f"({record.cause})",
     }[entry.key.split(":", 1)[0]]
     planned = PlannedRequest(
         shape=list(shape) if shape else (list(requests[0].shape) if requests else []),

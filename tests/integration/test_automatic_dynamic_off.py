@@ -243,3 +243,23 @@ def test_each_printed_fix_works(
     assert _counters(log, "warm") == warm
     assert _counters(log, "frames") == final
     assert "hit config.recompile_limit" not in result.stderr
+
+
+def test_the_warmup_plan_warms_each_size_apart(
+    program: Path, recorded: dict[str, tuple[list[Finding], str]]
+) -> None:
+    """Under the setting a second size makes nothing dynamic: the plan has no generalising
+    request, and each size a live request recompiled for is a request of its own (torch's
+    record: one entry per size, 32 to 72, before the limit refused 80)."""
+    from diag.warmup.plan import GENERALISE, plan_warmup
+
+    plan = plan_warmup([load_trace(program.parent / "sizes")])
+    assert GENERALISE not in [r.role for r in plan.requests]
+    assert sorted(r.shape for r in plan.requests) == [[n] for n in (32, 40, 48, 56, 64, 72)]
+    assert any("keep sizes static" in note for note in plan.notes)
+    covered = sorted(
+        plan.requests[c.covered_by].shape[0] for c in plan.live_compiles if c.covered_by is not None
+    )
+    assert covered == [32, 40, 48, 56, 64, 72]
+    (hit,) = plan.unpreventable  # the size the default limit refused: no warmup request helps
+    assert "recompile limit" in hit.cannot  # type: ignore[operator]

@@ -229,3 +229,21 @@ def test_each_fix_for_the_live_only_patch(program: Path, limit: str, extra: str)
     assert result.returncode == 0, result.stderr[-3000:]
     assert _frames(result.stdout) == {"total": 3, "ok": 3}
     assert "hit config.recompile_limit" not in result.stderr
+
+
+def test_the_warmup_plan_warms_the_refused_call_when_only_serving_was_limited(
+    recorded: dict[str, tuple[Path, str]],
+) -> None:
+    """Warmup compiled under 8, serving under 2: an entry warmup compiles then serves the
+    batch-1 call later with no compile, so the plan warms it (the fix run above removed the
+    hit); with the limit lowered around warmup too, no warmup can."""
+    from diag.warmup.plan import plan_warmup
+
+    live_only = plan_warmup([load_trace(recorded["live-only"][0])])
+    (refused,) = [c for c in live_only.live_compiles if "recompile limit" in c.cause]
+    assert refused.cannot is None and refused.covered_by is not None
+    assert live_only.requests[refused.covered_by].shape[0] == 1  # the batch-1 variant
+    assert "before the limit is lowered" in refused.cause
+    patched = plan_warmup([load_trace(recorded["patch"][0])])
+    (refused,) = [c for c in patched.live_compiles if "recompile limit" in c.cause]
+    assert refused.cannot is not None and "no warmup keeps it compiled" in refused.cannot
