@@ -41,6 +41,7 @@ EVENT_NAMES: dict[str, str] = {
     "graph_break": "graph break",
     "guard_sources": "guarded sources",
     "lightx2v_config": "LightX2V config",
+    "lightx2v_runner": "LightX2V runner and its warmup entry",
     "limit_calls": "calls after the recompile limit",
     "magi_compile": "magi_compile target",
     "magi_compile_end": "magi compile",

@@ -81,7 +81,13 @@ def test_step0_spike_judges_short_requests(short_requests: Path) -> None:
     assert unjudged.severity == "info"
     assert unjudged.title.startswith("step 0 of request r2 could not be judged")
     r0 = findings.get("step0-spike:r0")
-    if r0 is not None:  # its profiled step 0 may or may not spike; never a warning
+    if r0 is not None:  # its profiled step 0 may or may not spike
         assert r0.data["profiled_in_baseline"] == [2]
-        assert r0.severity == "info"
+        # Never a warning without a cause: r0 compiled nothing live, and being profiled is no
+        # cause. On a loaded host its step 0 can pay a first-use cost the trace names (the
+        # allocator growing inside it, a collection): a warning then says so.
+        assert r0.severity == "info" or r0.data["cause"] not in ("unknown", "compile"), (
+            r0.title,
+            r0.evidence,
+        )
     assert set(findings) <= {"step0-spike:r0", "step0-spike:r1", "step0-spike:unjudged"}
