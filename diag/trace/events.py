@@ -39,20 +39,25 @@ from diag.trace.reserve import PROCESS_RESERVE_BYTES, free_reserve, make_reserve
 #: call, a third of an event's cost (same output).
 _encode = json.JSONEncoder(separators=(",", ":"), default=str).encode
 #: Events written at every step, whose fields the step tracker builds from numbers and
-#: strings: msgspec encodes them to the same bytes about 5x faster than json (2 against 10 us
-#: on a 2-core host); it is imported at the first of them, when the program has its imports.
+#: strings: msgspec encodes them about 5x faster than json (2 against 10 us on a 2-core host),
+#: to text a reader decodes to the same values (non-ASCII left as UTF-8 rather than escaped);
+#: it is imported at the first of them, once the program has made its own imports.
 FAST_EVENTS = frozenset({"step_start", "step_end", "step_gpu"})
 _fast_encode: Callable[[Any], bytes] | None = None
+_fast_tried = False
 
 
 def _fast_encoder() -> Callable[[Any], bytes] | None:
-    global _fast_encode
-    if _fast_encode is None:
+    """msgspec's encoder, made once; None (json then) where msgspec cannot be had: tried once."""
+    global _fast_encode, _fast_tried
+    if _fast_encode is None and not _fast_tried:
+        _fast_tried = True
         try:
             import msgspec.json
-        except ImportError:  # diag's dependency, but the program's Python decides
+
+            _fast_encode = msgspec.json.Encoder(enc_hook=_as_json_would).encode
+        except Exception:  # noqa: BLE001 - diag's dependency, but the program's Python decides
             return None
-        _fast_encode = msgspec.json.Encoder(enc_hook=_as_json_would).encode
     return _fast_encode
 
 
