@@ -40,8 +40,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
 
 
-# Keep CPU tests within the 2-core budget and deterministic.
-os.environ.setdefault("OMP_NUM_THREADS", "2")
+def pytest_configure(config: pytest.Config) -> None:
+    """Keep CPU tests within the 2-core budget: one process has both cores, and pytest-xdist's
+    workers share them (`-n 2`: a thread each). An OpenMP thread beyond a worker's share does
+    not idle: it spins after each parallel region on the core the other worker (and the
+    programs it records) needs; with 2 workers on 2 cores the plants' ground truth took twice
+    the CPU time at 2 threads a worker as at 1. Set in the controller before it starts the
+    workers, so they and every program the tests record inherit it; a value already in the
+    environment is kept."""
+    if "OMP_NUM_THREADS" in os.environ:
+        return
+    distributed = config.getoption("dist", "no") != "no"
+    workers = len(config.getoption("tx", None) or ()) if distributed else 1
+    os.environ["OMP_NUM_THREADS"] = str(max(1, 2 // max(1, workers)))
 
 
 @pytest.fixture(autouse=True)
