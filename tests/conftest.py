@@ -38,10 +38,39 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         folder = Path(str(item.path)).relative_to(tests).parts[0]
         if folder in _SLOW_FOLDERS:
             item.add_marker(pytest.mark.slow)
+    items[:] = _slow_files_first(items)
 
 
-# Keep CPU tests within the 2-core budget and deterministic.
-os.environ.setdefault("OMP_NUM_THREADS", "2")
+def _slow_files_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The files that hold a slow test first, then the rest, each group by test count (most
+    first), each file's tests in their own order. pytest-xdist (`--dist loadfile
+    --no-loadscope-reorder`) hands the files out in this order as workers free up, so the run
+    ends on the quick files and both workers finish together: ordered by test count alone,
+    the end-to-end files with one or two tests of a minute each came last and left the other
+    worker idle."""
+    files: dict[Path, list[pytest.Item]] = {}
+    for item in items:
+        files.setdefault(Path(str(item.path)), []).append(item)
+
+    def weight(tests: list[pytest.Item]) -> tuple[bool, int]:
+        return (not any(t.get_closest_marker("slow") for t in tests), -len(tests))
+
+    return [item for tests in sorted(files.values(), key=weight) for item in tests]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Keep CPU tests within the 2-core budget: one process has both cores, and pytest-xdist's
+    workers share them (`-n 2`: a thread each). An OpenMP thread beyond a worker's share does
+    not idle: it spins after each parallel region on the core the other worker (and the
+    programs it records) needs; with 2 workers on 2 cores the plants' ground truth took twice
+    the CPU time at 2 threads a worker as at 1. Set in the controller before it starts the
+    workers, so they and every program the tests record inherit it; a value already in the
+    environment is kept."""
+    if "OMP_NUM_THREADS" in os.environ:
+        return
+    distributed = config.getoption("dist", "no") != "no"
+    workers = len(config.getoption("tx", None) or ()) if distributed else 1
+    os.environ["OMP_NUM_THREADS"] = str(max(1, 2 // max(1, workers)))
 
 
 @pytest.fixture(autouse=True)

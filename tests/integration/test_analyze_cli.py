@@ -3,30 +3,42 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
-from .support import PYTHON, diag_record
+from tests.conftest import RecordFixture
+from tests.notebook.support import demo_trace
+
+from .support import PYTHON, manifest
 
 
-def test_demo_records_and_prints_findings(tmp_path: Path) -> None:
+def test_demo_records_and_prints_findings(record_fixture: RecordFixture, tmp_path: Path) -> None:
+    # An earlier demo's trace is already there (the session's shared recording of the demo's
+    # plants, copied): the demo replaces it, as a second `diag demo` replaces the first.
+    earlier = tmp_path / "diag-demo"
+    shutil.copytree(demo_trace(record_fixture).path, earlier)
+    before = _launch(earlier)
     proc = subprocess.run(
         [PYTHON, "-m", "diag", "demo"], capture_output=True, text=True, cwd=tmp_path, timeout=300
     )
     assert proc.returncode == 0, proc.stderr
     assert "[live-compile]" in proc.stdout and "[guard-churn]" in proc.stdout
     assert "freqs_w" in proc.stdout and "block.state.config" in proc.stdout
-    assert (tmp_path / "diag-demo" / "manifest.json").exists()
-    again = subprocess.run(
-        [PYTHON, "-m", "diag", "demo"], capture_output=True, text=True, cwd=tmp_path, timeout=300
-    )
-    assert again.returncode == 0, "a second demo replaces the first"
+    assert (earlier / "manifest.json").exists()
+    assert _launch(earlier) != before, "the demo replaces an earlier demo's trace"
 
 
-def test_analyze_json_and_only(tmp_path: Path) -> None:
-    trace = tmp_path / "t"
-    fixture = [PYTHON, "-m", "diag.fixtures", "--compile", "--plant", "unwarmed-shape", "-q"]
-    assert diag_record(trace, *fixture, options=("--profile", "none")).returncode == 0
+def _launch(trace: Path) -> tuple[str, int]:
+    """When and by which launcher the trace was recorded."""
+    m = manifest(trace)
+    return m["started"], m["launcher_pid"]
+
+
+def test_analyze_json_and_only(record_fixture: RecordFixture) -> None:
+    # `diag record --profile none -- python -m diag.fixtures --compile --plant unwarmed-shape`,
+    # the session's shared recording.
+    trace = record_fixture("unwarmed-shape").path
     proc = subprocess.run(
         [PYTHON, "-m", "diag", "analyze", str(trace), "--json"],
         capture_output=True,

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from diag.fixtures.ground_truth import expectation
+from tests.conftest import RecordFixture
 
 from .support import PYTHON, diag_record, events, manifest, of
 
@@ -127,10 +128,10 @@ def test_latents_bit_identical_with_and_without_diag(tmp_path: Path) -> None:
     assert digests[0] == digests[1]
 
 
-def test_baseline_eager_is_a_second_run(tmp_path: Path) -> None:
-    trace = tmp_path / "base"
-    proc = diag_record(trace, *FIXTURE, "-q", options=("--baseline", "eager", "--profile", "none"))
-    assert proc.returncode == 0, proc.stderr
+def test_baseline_eager_is_a_second_run(record_fixture: RecordFixture) -> None:
+    # `diag record --baseline eager --profile steady:1 -- FIXTURE -q`, the session's shared
+    # recording (tests/analyzers/test_kernel_routing.py reads it too).
+    trace = record_fixture(baseline=True, profile="steady:1").path
     m = manifest(trace)
     assert [(r["label"], r["stance"], r["status"]) for r in m["runs"]] == [
         ("compiled", "default", "complete"),

@@ -12,25 +12,25 @@ from typing import Any
 import pytest
 
 from diag.fixtures.ground_truth import expectation
+from tests.conftest import RecordFixture
 
 from .support import PYTHON, diag_record, events, of
 
 FIXTURE = (PYTHON, "-m", "diag.fixtures", "--compile", "--warmup", "--backend", "aot_eager", "-q")
 
 
-def _record(tmp_path: Path, plant: str, *options: str) -> list[dict[str, Any]]:
-    trace = tmp_path / plant
-    proc = diag_record(trace, *FIXTURE, "--plant", plant, options=options)
-    assert proc.returncode == 0, proc.stderr
-    return events(trace)
+def _recorded(record_fixture: RecordFixture, plant: str) -> list[dict[str, Any]]:
+    """The events of `diag record --profile none -- FIXTURE --plant PLANT` (Wan, warmup on):
+    the session's shared recording, which other suites read too."""
+    return events(record_fixture(plant).path)
 
 
 @pytest.mark.parametrize(
     "plant", ["guard-churn", "recompile-limit", "unwarmed-shape", "cache-bloat"]
 )
-def test_compile_plants(tmp_path: Path, plant: str) -> None:
+def test_compile_plants(record_fixture: RecordFixture, plant: str) -> None:
     truth = expectation(plant, "wan")
-    evs = _record(tmp_path, plant, "--profile", "none")
+    evs = _recorded(record_fixture, plant)
     live = [e for e in of("recompile", evs) if e["phase"] == "live"]
     expected = [(r.request_id, r.step) for r in truth.live_recompiles]
     if truth.limit_hit:
@@ -66,8 +66,8 @@ def test_routing_is_visible_in_profile_windows(tmp_path: Path) -> None:
     assert not of("compile_end", events(trace, "eager"))
 
 
-def test_empty_cache_calls_during_live_requests(tmp_path: Path) -> None:
-    evs = _record(tmp_path, "empty-cache", "--profile", "none")
+def test_empty_cache_calls_during_live_requests(record_fixture: RecordFixture) -> None:
+    evs = _recorded(record_fixture, "empty-cache")
     calls = [(e["phase"], e["request_id"]) for e in of("empty_cache", evs)]
     assert calls == [("warmup", "warmup0"), ("warmup", "warmup1"), ("live", "r0"), ("live", "r1")]
 
