@@ -6,23 +6,18 @@ that open them stay fast."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
+from tests.bench_scripts import load_bench
 from tests.h200data import H200
 
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "ranks.py"
 SOURCE = H200 / "record-ranks-nccl"
 
 
 def bench_ranks() -> ModuleType:
     """bench/ranks.py as a module (bench/ is scripts, not a package)."""
-    spec = importlib.util.spec_from_file_location("bench_ranks", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("ranks", "bench_ranks")
 
 
 def make_ranks(out: Path, ranks: int = 64, odd: set[int] | None = None) -> Path:

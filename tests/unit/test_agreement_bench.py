@@ -3,7 +3,6 @@ explains why HTA counts fewer kernels (GPU work without a launch record)."""
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import sys
 from pathlib import Path
@@ -11,17 +10,14 @@ from types import ModuleType
 
 import pytest
 
+from tests.bench_scripts import load_bench
+
 REPO = Path(__file__).resolve().parents[2]
 THIRD_PARTY = REPO / "tests" / "data" / "third_party"
 
 
 def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("agreement", REPO / "bench" / "agreement.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["agreement"] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("agreement")
 
 
 def test_agreement_rows(tmp_path: Path) -> None:

@@ -4,28 +4,19 @@ program's output (a real run of the 5-line loop through the probe), and when a r
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
+from tests.bench_scripts import load_bench
+
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("compat", REPO / "bench" / "compat.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["compat"] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-compat = _load()
+compat = load_bench("compat")
 
 
 @pytest.fixture(scope="module")

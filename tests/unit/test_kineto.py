@@ -15,6 +15,7 @@ import pytest
 import diag.trace.kineto as kineto
 from diag.errors import DiagError
 from diag.trace.kineto import KinetoTrace, read_kineto
+from tests.bench_scripts import load_bench
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO / "tests" / "data" / "shared" / "kineto"
@@ -393,15 +394,7 @@ def test_wrong_type_deep_in_a_big_file_names_the_event(
 
 
 def _synth() -> Any:
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "synth_kineto", REPO / "bench" / "synth_kineto.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("synth_kineto")
 
 
 def test_replicated_trace_keeps_its_joins(tmp_path: Path) -> None:

@@ -5,23 +5,17 @@ site-packages, which the other xdist worker's programs read while this test runs
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.bench_scripts import load_bench
 
 
 def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("suite_cpu", REPO / "bench" / "suite_cpu.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["suite_cpu"] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("suite_cpu")
 
 
 def _run_logged(bench: ModuleType, folder: Path, log: Path, *args: str, test: str) -> None:
