@@ -65,7 +65,14 @@ def pytest_configure(config: pytest.Config) -> None:
     programs it records) needs; with 2 workers on 2 cores the plants' ground truth took twice
     the CPU time at 2 threads a worker as at 1. Set in the controller before it starts the
     workers, so they and every program the tests record inherit it; a value already in the
-    environment is kept."""
+    environment is kept.
+
+    Inductor on CPU picks its vector ISA by building and loading a probe library per ISA into
+    each fresh cache folder (about 8 s of g++ per folder, measured: a one-kernel program took
+    15.0 s user cold and 7.3-8.4 s with TORCHINDUCTOR_VEC_ISA_OK=1). With the variable set it
+    trusts /proc/cpuinfo's flags, which pick the same ISA on a machine whose compiler builds
+    them; the inductor tests are about Dynamo's and the FX cache's record, not that probe."""
+    os.environ.setdefault("TORCHINDUCTOR_VEC_ISA_OK", "1")
     if "OMP_NUM_THREADS" in os.environ:
         return
     distributed = config.getoption("dist", "no") != "no"
@@ -99,6 +106,8 @@ def record_fixture(tmp_path_factory: pytest.TempPathFactory) -> RecordFixture:
     Runs `diag record --profile none -- python -m diag.fixtures --compile --backend aot_eager
     --plant ...` once per distinct argument set in the test run, whichever worker asks first
     (a file lock per recording: another worker waits for it and reads the same trace).
+    `diag record`'s stderr (its end-of-run summary) is kept beside the trace:
+    `recorded_stderr(trace)`.
     """
     from filelock import FileLock
 
@@ -160,3 +169,9 @@ def _record_service(
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
+    (folder.parent / "stderr.txt").write_text(proc.stderr, encoding="utf-8")
+
+
+def recorded_stderr(trace: Trace) -> str:
+    """What `diag record` printed on stderr while making a `record_fixture` recording."""
+    return (trace.path.parent / "stderr.txt").read_text(encoding="utf-8")

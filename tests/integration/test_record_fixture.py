@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from diag.fixtures.ground_truth import expectation
-from tests.conftest import RecordFixture
+from tests.conftest import RecordFixture, recorded_stderr
 
 from .support import PYTHON, diag_record, events, manifest, of
 
@@ -92,13 +92,11 @@ def test_profile_windows_default(unwarmed: Path) -> None:
         assert following["profiled"]
 
 
-def test_recompile_limit_and_eager_calls(tmp_path: Path) -> None:
-    trace = tmp_path / "limit"
-    proc = diag_record(
-        trace, *FIXTURE, "--plant", "recompile-limit", "-q", options=("--profile", "all")
-    )
-    assert proc.returncode == 0, proc.stderr
-    evs = events(trace)
+def test_recompile_limit_and_eager_calls(record_fixture: RecordFixture) -> None:
+    # The session's shared recording (`--profile none`), which check, the TUI and four
+    # analyzers' tests read too.
+    shared = record_fixture("recompile-limit")
+    evs = events(shared.path)
     hits = of("recompile_limit", evs)
     assert [(e["request_id"], e["step"], e["frame"]["name"]) for e in hits] == [
         ("r1", 0, "wan_block_forward")
@@ -110,7 +108,7 @@ def test_recompile_limit_and_eager_calls(tmp_path: Path) -> None:
     assert {(e["request_id"], e["step"]) for e in checked} >= {("r1", s) for s in (1, 2, 3)}
     guards = [g for e in of("recompile", evs) for g in e["guards"][:1]]
     assert any(g["kind"] == "python-value" and g["source"] == "block.state.cnt" for g in guards)
-    assert "1 recompile-limit hit" in proc.stderr
+    assert "1 recompile-limit hit" in recorded_stderr(shared)
 
 
 def test_latents_bit_identical_with_and_without_diag(tmp_path: Path) -> None:

@@ -50,10 +50,10 @@ def test_compile_plants(record_fixture: RecordFixture, plant: str) -> None:
         assert any(re.search(pattern, raw) for raw in warm), pattern
 
 
-def test_routing_is_visible_in_profile_windows(tmp_path: Path) -> None:
-    trace = tmp_path / "routing"
-    proc = diag_record(trace, *FIXTURE, "--plant", "routing", options=("--baseline", "eager"))
-    assert proc.returncode == 0, proc.stderr
+def test_routing_is_visible_in_profile_windows(record_fixture: RecordFixture) -> None:
+    # `--baseline eager --profile steady:1`: the session's shared recording, which the
+    # kernel-routing, offload-bound, report and TUI tests read too.
+    trace = record_fixture("routing", baseline=True, profile="steady:1").path
 
     def ops(label: str) -> set[str]:
         (proc_dir,) = (trace / "runs" / label).glob("pid*")
