@@ -41,11 +41,14 @@ class Plot:
 
 
 def new_figure(title: str, x_title: str, y_title: str, height: int = 420) -> Figure:
-    """A figure with the report's common layout (titles are ours, never trace text)."""
-    figure = go.Figure()
+    """A figure with the report's common layout (titles are ours, never trace text).
+
+    The template is given to the constructor: a bare `go.Figure()` first copies plotly's
+    default template, which `template=` then replaces with another copy (a third of the cost
+    of a figure; the figure's JSON is the same either way)."""
+    figure = go.Figure(layout={"template": "plotly_white"})
     figure.update_layout(
         title={"text": title, "x": 0.01},
-        template="plotly_white",
         height=height,
         margin={"l": 60, "r": 20, "t": 50, "b": 50},
         legend={"orientation": "h", "y": -0.18},
