@@ -1,18 +1,27 @@
-"""Where the test suite's CPU time goes: the README's test command, with every Python process it
-starts accounted by what it was (a pytest worker, a `diag record` launcher, another diag
-command, the reference service, a test's own program) and by the test that started it.
+"""Where the test suite's CPU time goes: the README's test command, with each test's CPU (its
+own, in pytest's process, and that of every process it started and waited for) and every Python
+process it starts accounted by what it was (a `diag record` launcher, another diag command, the
+reference service, a test's own program).
 
     .venv/bin/python bench/suite_cpu.py                   # pytest -n auto, the whole suite
     .venv/bin/python bench/suite_cpu.py -- tests/integration -n auto -k threads
 
 The suite is CPU-bound on 2 cores (xdist's workers keep both busy), so its wall time is its CPU
 time over the cores: cutting the suite means cutting CPU seconds, and this says where they are.
-A `.pth` file put in this interpreter's site-packages for the run (removed after it, and inert
-without DIAG_SUITE_CPU_LOG) makes each Python process of this venv append its own user and
-system time, its command line and `PYTEST_CURRENT_TEST` to a log when it exits. A process
-killed by a signal or ended by `os._exit` writes nothing; the pytest processes (which end that
-way under xdist) are counted by difference, from the descendants' total that the kernel gives
-this process once pytest has exited.
+
+Two instruments, both inert outside this script's run:
+
+- a pytest plugin (`-p`, from a temporary folder on PYTHONPATH) that writes, per test, the
+  change in its process's own CPU time and in its waited-for children's (`getrusage`), which
+  is complete: a child's CPU counts once it has been waited for, interpreter shutdown
+  included;
+- a `.pth` file put in this interpreter's site-packages for the run (removed after it, inert
+  without DIAG_SUITE_CPU_LOG) that makes each Python process of this venv append its own CPU
+  time, command line and `PYTEST_CURRENT_TEST` to a log from an atexit handler. That is before
+  the interpreter shuts down, which for a process that imported torch and compiled is most of
+  a second more (measured: 3.9 s at the end of a program against 4.8 s in all; `os._exit` at
+  the same point, 3.7 against 3.7). What the children used and the log did not see is that
+  shutdown, and the processes that never logged (killed, `os._exit`, not Python).
 """
 
 from __future__ import annotations
@@ -31,8 +40,40 @@ from dataclasses import dataclass
 from pathlib import Path
 
 _MODULE = "_diag_suite_cpu"
+_PLUGIN_MODULE = "_diag_suite_cpu_tests"
 _PYTEST = "pytest's processes: the in-process tests"
 _PTH = "zz_diag_suite_cpu.pth"
+_PLUGIN = '''"""Written by bench/suite_cpu.py for one run: each test's own and children's CPU."""
+import os
+import resource
+import time
+
+import pytest
+
+_LOG = os.environ.get("DIAG_SUITE_CPU_TESTS")
+
+
+def _cpu(who):
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    own, children = _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN)
+    started = time.monotonic()
+    yield
+    if not _LOG:
+        return
+    fields = (
+        "%.3f" % (_cpu(resource.RUSAGE_SELF) - own),
+        "%.3f" % (_cpu(resource.RUSAGE_CHILDREN) - children),
+        "%.3f" % (time.monotonic() - started),
+        item.nodeid.replace("\\t", " ").replace("\\n", " "),
+    )
+    with open(_LOG, "a", encoding="utf-8") as out:
+        out.write("\\t".join(fields) + "\\n")
+'''
 _LOGGER = '''"""Written by bench/suite_cpu.py for one run; remove it if it was left behind."""
 import os, sys, time
 
@@ -70,6 +111,27 @@ class Process:
     cpu_s: float
     test_file: str
     kind: str
+
+
+@dataclass(frozen=True)
+class TestCPU:
+    """One test's CPU: its own (in pytest's process) and its waited-for children's, complete."""
+
+    own_s: float
+    children_s: float
+    wall_s: float
+    test_file: str
+
+
+def read_tests(path: Path) -> list[TestCPU]:
+    found = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        own, children, wall, nodeid = (line.split("\t") + [""] * 4)[:4]
+        try:
+            found.append(TestCPU(float(own), float(children), float(wall), nodeid.split("::")[0]))
+        except ValueError:
+            continue
+    return found
 
 
 def classify(argv: str, is_pytest: bool) -> str:
@@ -111,48 +173,77 @@ def _table(rows: Iterable[tuple[str, float, int]], total: float) -> list[str]:
     return [f"{cpu:8.1f} s {100 * cpu / total:5.1f}% {n:5d}  {name}" for name, cpu, n in rows]
 
 
-def report(processes: list[Process], wall_s: float, descendants_s: float, top: int) -> str:
+def report(
+    processes: list[Process], tests: list[TestCPU], wall_s: float, descendants_s: float, top: int
+) -> str:
     cores = os.cpu_count() or 1
-    logged = sum(p.cpu_s for p in processes)
-    unlogged = max(0.0, descendants_s - logged)
-    kinds: dict[str, list[float]] = collections.defaultdict(list)
-    for p in processes:
-        kinds[p.kind].append(p.cpu_s)
-    # pytest's own processes: those that logged plus, by difference, those that could not.
-    kinds[_PYTEST].append(unlogged)
-    rows = [(k, sum(v), len(v)) for k, v in kinds.items()]
-    rows.sort(key=lambda r: -r[1])
+    own = sum(t.own_s for t in tests)
+    children = sum(t.children_s for t in tests)
+    started = [p for p in processes if p.kind != _PYTEST]
+    logged = sum(p.cpu_s for p in started)
     lines = [
         f"wall {wall_s:.0f} s on {cores} cores; CPU {descendants_s:.0f} s "
         f"({100 * descendants_s / (wall_s * cores):.0f}% of the cores)",
         "",
-        "CPU by kind of process (seconds, share, processes; pytest's own processes include,"
-        " by difference, those that ended without logging):",
-        *_table(rows, descendants_s),
+        "Where it went (seconds, share):",
+        *_table(
+            [
+                ("the tests' own work, in pytest's processes", own, len(tests)),
+                ("the processes the tests started and waited for", children, len(started)),
+                ("  of which up to their atexit (by kind below)", logged, len(started)),
+                (
+                    "  of which after it (interpreter shutdown) or never logged",
+                    max(0.0, children - logged),
+                    0,
+                ),
+                (
+                    "pytest itself: start-up, collection, xdist (by difference)",
+                    max(0.0, descendants_s - own - children),
+                    0,
+                ),
+            ],
+            descendants_s,
+        ),
         "",
-        f"subprocess CPU by the test file that started it (top {top}):",
+        "started processes by kind, up to their atexit (seconds, share, processes):",
     ]
+    kinds: dict[str, list[float]] = collections.defaultdict(list)
+    for p in started:
+        kinds[p.kind].append(p.cpu_s)
+    rows = sorted(((k, sum(v), len(v)) for k, v in kinds.items()), key=lambda r: -r[1])
+    lines += _table(rows, descendants_s)
     files: dict[str, list[float]] = collections.defaultdict(list)
-    for p in processes:
-        if p.kind != _PYTEST and p.test_file != "-":
-            files[p.test_file].append(p.cpu_s)
+    for t in tests:
+        files[t.test_file].append(t.own_s + t.children_s)
     by_file = sorted(((f, sum(v), len(v)) for f, v in files.items()), key=lambda r: -r[1])
-    lines += _table(by_file[:top], descendants_s)
+    lines += [
+        "",
+        f"CPU by test file, its tests' own and their children's (top {top}; seconds, share,"
+        " tests):",
+        *_table(by_file[:top], descendants_s),
+    ]
     return "\n".join(lines)
 
 
-def run(pytest_args: Sequence[str], log: Path) -> tuple[int, float, float]:
-    """Run pytest with the logger installed; the exit code, wall seconds and the CPU seconds of
-    every descendant the kernel accounted to this process."""
+def run(pytest_args: Sequence[str], folder: Path) -> tuple[int, float, float]:
+    """Run pytest with both instruments, logging into `folder`; the exit code, wall seconds
+    and the CPU seconds of every descendant the kernel accounted to this process."""
     packages = Path(site.getsitepackages()[0])
     module, pth = packages / f"{_MODULE}.py", packages / _PTH
+    (folder / f"{_PLUGIN_MODULE}.py").write_text(_PLUGIN, encoding="utf-8")
     module.write_text(_LOGGER, encoding="utf-8")
     pth.write_text(f"import {_MODULE}\n", encoding="utf-8")
-    env = dict(os.environ, DIAG_SUITE_CPU_LOG=str(log))
+    env = dict(
+        os.environ,
+        DIAG_SUITE_CPU_LOG=str(folder / "processes.tsv"),
+        DIAG_SUITE_CPU_TESTS=str(folder / "tests.tsv"),
+        PYTHONPATH=os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")])),
+    )
+    command = [sys.executable, "-m", "pytest", "-p", _PLUGIN_MODULE, *pytest_args]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
     try:
-        code = subprocess.call([sys.executable, "-m", "pytest", *pytest_args], env=env)
+        code = subprocess.call(command, env=env)
     finally:
         pth.unlink(missing_ok=True)
         module.unlink(missing_ok=True)
@@ -165,18 +256,22 @@ def run(pytest_args: Sequence[str], log: Path) -> tuple[int, float, float]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--top", type=int, default=25, help="test files listed (default 25)")
-    parser.add_argument("--keep-log", type=Path, help="also keep the raw per-process log here")
+    parser.add_argument("--keep-log", type=Path, help="also keep both raw logs in this folder")
     parser.add_argument("pytest_args", nargs="*", help="after --: pytest's arguments")
     args = parser.parse_args(argv)
     pytest_args = args.pytest_args or ["-n", "auto", "-q", "-p", "no:cacheprovider"]
     with tempfile.TemporaryDirectory(prefix="diag-suite-cpu-") as tmp:
-        log = Path(tmp) / "processes.tsv"
-        log.touch()
-        code, wall, cpu = run(pytest_args, log)
-        processes = read_log(log)
+        folder = Path(tmp)
+        for name in ("processes.tsv", "tests.tsv"):
+            (folder / name).touch()
+        code, wall, cpu = run(pytest_args, folder)
+        processes = read_log(folder / "processes.tsv")
+        tests = read_tests(folder / "tests.tsv")
         if args.keep_log:
-            args.keep_log.write_bytes(log.read_bytes())
-    print(report(processes, wall, cpu, args.top))
+            args.keep_log.mkdir(parents=True, exist_ok=True)
+            for name in ("processes.tsv", "tests.tsv"):
+                (args.keep_log / name).write_bytes((folder / name).read_bytes())
+    print(report(processes, tests, wall, cpu, args.top))
     print(f"pytest exited {code}")
     return code
 
