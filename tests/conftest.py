@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 import shutil
@@ -73,11 +74,62 @@ def pytest_configure(config: pytest.Config) -> None:
     trusts /proc/cpuinfo's flags, which pick the same ISA on a machine whose compiler builds
     them; the inductor tests are about Dynamo's and the FX cache's record, not that probe."""
     os.environ.setdefault("TORCHINDUCTOR_VEC_ISA_OK", "1")
+    _quick_child_exits()
     if "OMP_NUM_THREADS" in os.environ:
         return
     distributed = config.getoption("dist", "no") != "no"
     workers = len(config.getoption("tx", None) or ()) if distributed else 1
     os.environ["OMP_NUM_THREADS"] = str(max(1, 2 // max(1, workers)))
+
+
+#: tests/child_site/sitecustomize.py: the processes the tests start skip the final walk of the
+#: heap at exit (its docstring says why and what it changes).
+_CHILD_SITE = str(Path(__file__).with_name("child_site"))
+
+
+def _quick_child_exits() -> None:
+    """Put the child site first on PYTHONPATH for every process the tests start, unless
+    DIAG_TEST_USUAL_GC=1 (to compare, or to rule it out)."""
+    if os.environ.get("DIAG_TEST_USUAL_GC") == "1":
+        return
+    path = os.environ.get("PYTHONPATH", "")
+    if _CHILD_SITE not in path.split(os.pathsep):
+        os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_CHILD_SITE, path) if p)
+
+
+_SAVED_PYTHONPATH = pytest.StashKey[str]()
+
+
+def _without_child_site(path: str) -> str:
+    return os.pathsep.join(p for p in path.split(os.pathsep) if p and p != _CHILD_SITE)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Freeze what start-up and collection left (torch, diffusers, pandas, Textual, every test
+    module): the collector's full collections during the tests, compiles run in this process
+    included, then walk only what the tests made. Unless DIAG_TEST_USUAL_GC=1."""
+    if os.environ.get("DIAG_TEST_USUAL_GC") != "1":
+        gc.collect()
+        gc.freeze()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test file marked `full_shutdown` starts its processes with Python's shutdown as is
+    (set before its fixtures, module-scoped ones included, start anything)."""
+    if item.get_closest_marker("full_shutdown") and "PYTHONPATH" in os.environ:
+        item.stash[_SAVED_PYTHONPATH] = os.environ["PYTHONPATH"]
+        path = _without_child_site(os.environ["PYTHONPATH"])
+        if path:
+            os.environ["PYTHONPATH"] = path
+        else:
+            del os.environ["PYTHONPATH"]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    if _SAVED_PYTHONPATH in item.stash:
+        os.environ["PYTHONPATH"] = item.stash[_SAVED_PYTHONPATH]
 
 
 @pytest.fixture(autouse=True)

@@ -9,12 +9,18 @@ import subprocess
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from diag.analyzers import get_analyzer
 from diag.findings.model import Finding
 from diag.trace.load import load_trace
 from diag.trace.torchtrace import load_torch_trace
 
 from .support import PYTHON, diag_record, events, of
+
+# These programs' exits are the point (exit codes, signals, crashes, forks, teardown): their
+# processes keep Python's whole shutdown (tests/child_site is left off their PYTHONPATH).
+pytestmark = pytest.mark.full_shutdown
 
 BACKEND_FAILS = """
 import torch

@@ -16,6 +16,10 @@ from diag.trace.lines import iter_events
 
 from .support import PYTHON, diag_record, events, manifest, of
 
+# These programs' exits are the point (exit codes, signals, crashes, forks, teardown): their
+# processes keep Python's whole shutdown (tests/child_site is left off their PYTHONPATH).
+pytestmark = pytest.mark.full_shutdown
+
 STEPPING = """
 import os, sys, time, torch
 import diag.api as diag

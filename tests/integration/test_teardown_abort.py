@@ -15,7 +15,13 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from .support import PYTHON, diag_record
+
+# These programs' exits are the point (exit codes, signals, crashes, forks, teardown): their
+# processes keep Python's whole shutdown (tests/child_site is left off their PYTHONPATH).
+pytestmark = pytest.mark.full_shutdown
 
 PROGRAM = """
 import os
