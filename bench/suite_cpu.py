@@ -225,6 +225,19 @@ def report(
     return "\n".join(lines)
 
 
+def speed_probe(rounds: int = 5) -> float:
+    """CPU seconds of a fixed pure-Python workload (the median of `rounds`), taken before and
+    after a run. This machine's speed drifts by a third within hours (the same suite took 1761
+    and 2428 CPU-seconds on one day), so a suite's figure is quoted with the probe beside it,
+    and two runs compare by their CPU over their probes."""
+    times = []
+    for _ in range(rounds):
+        started = time.process_time()
+        sum(i * i for i in range(2_000_000))
+        times.append(time.process_time() - started)
+    return sorted(times)[len(times) // 2]
+
+
 def run(pytest_args: Sequence[str], folder: Path) -> tuple[int, float, float]:
     """Run pytest with both instruments, logging into `folder`; the exit code, wall seconds
     and the CPU seconds of every descendant the kernel accounted to this process."""
@@ -264,7 +277,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         folder = Path(tmp)
         for name in ("processes.tsv", "tests.tsv"):
             (folder / name).touch()
+        probe_before = speed_probe()
         code, wall, cpu = run(pytest_args, folder)
+        probe_after = speed_probe()
         processes = read_log(folder / "processes.tsv")
         tests = read_tests(folder / "tests.tsv")
         if args.keep_log:
@@ -272,6 +287,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             for name in ("processes.tsv", "tests.tsv"):
                 (args.keep_log / name).write_bytes((folder / name).read_bytes())
     print(report(processes, tests, wall, cpu, args.top))
+    print(
+        f"machine speed: the probe took {probe_before:.3f} s of CPU before the run and"
+        f" {probe_after:.3f} s after (median of 5; more is slower)"
+    )
     print(f"pytest exited {code}")
     return code
 

@@ -128,3 +128,11 @@ def test_command_lines_name_their_kind() -> None:
     assert classify("/tmp/app.py --size 8", False) == "a test's own program"
     assert classify("-m pytest -n 2", True).startswith("pytest's processes")
     assert classify("", False) == "a test's own program"
+
+
+def test_the_speed_probe_is_a_median_of_real_cpu_time() -> None:
+    bench = _bench()
+    one, five = bench.speed_probe(rounds=1), bench.speed_probe()
+    assert one > 0 and five > 0
+    # The same workload: within a factor that noise on a loaded 2-core machine stays inside.
+    assert 0.2 < one / five < 5
