@@ -227,9 +227,9 @@ def report(
 
 def speed_probe(rounds: int = 5) -> float:
     """CPU seconds of a fixed pure-Python workload (the median of `rounds`), taken before and
-    after a run. This machine's speed drifts by a third within hours (the same suite took 1761
-    and 2428 CPU-seconds on one day), so a suite's figure is quoted with the probe beside it,
-    and two runs compare by their CPU over their probes."""
+    after a run: a first check on the machine's state, printed beside the suite's figures. The
+    same suite took 1761 and 2428 CPU-seconds on one day; the probe has stayed level through
+    such a swing (docs/BENCHMARKS.md, "The test suite"), so only runs side by side compare."""
     times = []
     for _ in range(rounds):
         started = time.process_time()

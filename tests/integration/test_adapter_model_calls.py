@@ -137,9 +137,9 @@ def generate(height, width, steps=2):
 # A new shape, a new shape, the first shape again, the same shape with a new set_timesteps.
 for height, width in [(4, 4), (6, 4), (4, 4), (4, 4)]:
     print("request", height, width, round(float(generate(height, width).double().sum()), 4))
-# The same shape again after a pause, with no scheduler: two calls. The pause that starts a
-# request is over 1 s and over 10 steps' median (collectors/adapters/inferred.py): 2 s is twice
-# the floor, and this model's steps take milliseconds.
+# The same shape again after a pause, with no scheduler: two calls. A pause starts a request
+# when it is over 1 s and over ten times the median step (collectors/adapters/inferred.py): 2 s
+# is twice the floor, and this model's steps take milliseconds.
 time.sleep(2)
 with torch.no_grad():
     x = torch.randn(1, 8, 4, 4, generator=torch.Generator().manual_seed(1))
