@@ -86,11 +86,14 @@ def pytest_configure(config: pytest.Config) -> None:
 #: heap at exit (its docstring says why and what it changes).
 _CHILD_SITE = str(Path(__file__).with_name("child_site"))
 
+#: DIAG_TEST_USUAL_GC=1: neither the child site nor the workers' freeze (to compare, or to rule
+#: them out). Read once: the workers inherit the controller's environment.
+_USUAL_GC = os.environ.get("DIAG_TEST_USUAL_GC") == "1"
+
 
 def _quick_child_exits() -> None:
-    """Put the child site first on PYTHONPATH for every process the tests start, unless
-    DIAG_TEST_USUAL_GC=1 (to compare, or to rule it out)."""
-    if os.environ.get("DIAG_TEST_USUAL_GC") == "1":
+    """Put the child site first on PYTHONPATH for every process the tests start."""
+    if _USUAL_GC:
         return
     path = os.environ.get("PYTHONPATH", "")
     if _CHILD_SITE not in path.split(os.pathsep):
@@ -107,8 +110,8 @@ def _without_child_site(path: str) -> str:
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Freeze what start-up and collection left (torch, diffusers, pandas, Textual, every test
     module): the collector's full collections during the tests, compiles run in this process
-    included, then walk only what the tests made. Unless DIAG_TEST_USUAL_GC=1."""
-    if os.environ.get("DIAG_TEST_USUAL_GC") != "1":
+    included, then walk only what the tests made."""
+    if not _USUAL_GC:
         gc.collect()
         gc.freeze()
 
