@@ -25,16 +25,33 @@ pytestmark = pytest.mark.full_shutdown
 
 PROGRAM = """
 import os
+import time
 import torch
 {setup}
 
 class AbortAtTeardown:
-    def __del__(self, _abort=os.abort, _write=os.write):
+    def __init__(self, wait_for=None):
+        self.wait_for = wait_for
+
+    def __del__(self, _abort=os.abort, _write=os.write, _exists=os.path.exists,
+                _sleep=time.sleep, _now=time.monotonic):
+        deadline = _now() + 60
+        while self.wait_for and not _exists(self.wait_for) and _now() < deadline:
+            _sleep(0.05)
         _write(2, b"terminate called without an active exception\\n")
         _abort()
 
+class MarkAtTeardown:
+    def __init__(self, path):
+        self.path = path
+
+    def __del__(self, _open=os.open, _close=os.close, _flags=os.O_CREAT | os.O_WRONLY):
+        _close(_open(self.path, _flags))
+
 if {aborts}:
-    keep = AbortAtTeardown()
+    keep = AbortAtTeardown({wait_for!r})
+elif {wait_for!r}:
+    keep = MarkAtTeardown({wait_for!r})
 f = torch.compile(lambda x: x.sin() + 1, backend="aot_eager")
 with diag.request():
     for _ in range(3):
@@ -77,7 +94,7 @@ def _check(trace: Path) -> str:
 
 def test_a_single_process_killed_in_teardown_is_not_called_cut_short(tmp_path: Path) -> None:
     app = tmp_path / "app.py"
-    app.write_text(PROGRAM.format(setup="import diag.api as diag", aborts="True"))
+    app.write_text(PROGRAM.format(setup="import diag.api as diag", aborts="True", wait_for=None))
     proc = diag_record(tmp_path / "t", PYTHON, str(app), options=("--profile", "none"))
     assert "killed by signal SIGABRT" in proc.stderr, proc.stderr
     document = _analyze(tmp_path / "t")
@@ -102,7 +119,12 @@ def test_a_torchrun_rank_aborting_at_exit_names_destroy_process_group(tmp_path: 
         dist.barrier()
     """)
     app = tmp_path / "app.py"
-    app.write_text(PROGRAM.format(setup=setup, aborts="dist.get_rank() == 0"))
+    # Rank 0 dies only once rank 1 is in its own teardown, past diag's exit hook: torchrun stops
+    # the ranks still running when one dies, and a rank stopped before its exit hook was cut
+    # short, which diag rightly reports as an incomplete recording (on a loaded machine rank 1
+    # can still be compiling when rank 0 exits).
+    marker = str(tmp_path / "rank1-in-teardown")
+    app.write_text(PROGRAM.format(setup=setup, aborts="dist.get_rank() == 0", wait_for=marker))
     proc = _record_two_ranks(tmp_path, app)
     assert proc.returncode != 0, proc.stderr
     document = _analyze(tmp_path / "t")
@@ -130,7 +152,7 @@ def test_a_torchrun_rank_that_raises_stays_a_crash(tmp_path: Path) -> None:
             raise ValueError("rank 1 gave up")
     """)
     app = tmp_path / "app.py"
-    app.write_text(PROGRAM.format(setup=setup, aborts="False"))
+    app.write_text(PROGRAM.format(setup=setup, aborts="False", wait_for=None))
     _record_two_ranks(tmp_path, app)
     document = _analyze(tmp_path / "t")
     kinds = [f["data"]["kind"] for f in document["findings"] if f["analyzer"] == "crash"]
