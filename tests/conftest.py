@@ -75,6 +75,8 @@ def pytest_configure(config: pytest.Config) -> None:
     them; the inductor tests are about Dynamo's and the FX cache's record, not that probe."""
     os.environ.setdefault("TORCHINDUCTOR_VEC_ISA_OK", "1")
     _quick_child_exits()
+    if not hasattr(config, "workerinput"):  # the controller, once, before the workers start
+        _compile_diag_bytecode()
     if "OMP_NUM_THREADS" in os.environ:
         return
     distributed = config.getoption("dist", "no") != "no"
@@ -98,6 +100,24 @@ def _quick_child_exits() -> None:
     path = os.environ.get("PYTHONPATH", "")
     if _CHILD_SITE not in path.split(os.pathsep):
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_CHILD_SITE, path) if p)
+
+
+def _compile_diag_bytecode() -> None:
+    """Write diag's bytecode (`__pycache__`) before the tests start their processes.
+
+    With PYTHONDONTWRITEBYTECODE set (this machine and CI set it), Python never caches diag's
+    modules, so each of the suite's ~800 processes (launchers, programs with diag's collectors,
+    diag's commands) compiled what it imported of diag from source again: measured side by side
+    in a clean clone, 8 alternating runs each, `diag analyze` took 0.38 s of CPU without the
+    cache and 0.24 s with it, a recorded one-function program 5.33 s and 5.14 s (medians).
+    The variable stops writing, not reading. compileall rewrites only what changed; a
+    read-only checkout just goes without."""
+    import compileall
+
+    try:
+        compileall.compile_dir(Path(__file__).parents[1] / "diag", quiet=2)
+    except OSError:
+        pass
 
 
 _SAVED_PYTHONPATH = pytest.StashKey[str]()
