@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,10 +45,10 @@ class Plot:
 def new_figure(title: str, x_title: str, y_title: str, height: int = 420) -> Figure:
     """A figure with the report's common layout (titles are ours, never trace text).
 
-    The template is given to the constructor: a bare `go.Figure()` first copies plotly's
-    default template, which `template=` then replaces with another copy (a third of the cost
-    of a figure; the figure's JSON is the same either way)."""
-    figure = go.Figure(layout={"template": "plotly_white"})
+    Built without its template: plotly deep-copies and validates a template into every figure
+    it is given, 25 ms a figure against 0.6 ms without, most of what a report spends in plotly.
+    `figure_json` adds the one template, made once per process, when the figure is written."""
+    figure = go.Figure(layout={"template": {}})
     figure.update_layout(
         title={"text": title, "x": 0.01},
         height=height,
@@ -57,6 +59,26 @@ def new_figure(title: str, x_title: str, y_title: str, height: int = 420) -> Fig
         yaxis_title=y_title,
     )
     return figure
+
+
+#: The look of every figure: plotly's white template.
+TEMPLATE = "plotly_white"
+
+
+@functools.cache
+def _template_json() -> dict[str, Any]:
+    """The template as a figure built with it writes it (the same keys in the same order)."""
+    written: dict[str, Any] = go.Figure(layout={"template": TEMPLATE}).to_plotly_json()
+    template: dict[str, Any] = written["layout"]["template"]
+    return template
+
+
+def figure_json(figure: Figure) -> dict[str, Any]:
+    """The figure as plotly.js reads it (`data`, `layout`), with the report's template: the
+    same JSON as a figure built with `template=TEMPLATE`."""
+    drawn: dict[str, Any] = figure.to_plotly_json()
+    drawn["layout"]["template"] = copy.deepcopy(_template_json())
+    return drawn
 
 
 def run_origin(run: RunData) -> int:

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from diag.report.figures import cache_entries, compile_timeline, step_times
-from diag.report.plot import Limits, percentile
+from diag.report.plot import TEMPLATE, Limits, figure_json, percentile
 from diag.trace.run import Trace
 from tests.conftest import RecordFixture
 from tests.fixture_lines import fixture_line
@@ -144,3 +144,24 @@ def test_a_run_without_compiles_draws_no_compile_figures(record_fixture: RecordF
     eager = trace.runs["eager"]
     assert compile_timeline(eager, Limits()) is None
     assert cache_entries(eager, Limits()) is None or not eager.compiles
+
+
+def test_a_figure_is_written_as_if_built_with_its_template(record_fixture: RecordFixture) -> None:
+    """Figures are built without plotly's template and given it when written (plot.py says
+    why): the JSON is the one a figure built with the template writes, key for key."""
+    import plotly.graph_objects as go  # type: ignore[import-untyped]
+
+    run = record_fixture("guard-churn", model="wan").compiled
+    assert run is not None
+    plot = compile_timeline(run, Limits())
+    assert plot is not None
+    with_template = go.Figure(plot.figure)
+    with_template.update_layout(template=TEMPLATE)
+    written = figure_json(plot.figure)
+    assert written == with_template.to_plotly_json()
+    assert list(written["layout"]["template"]) == list(
+        with_template.layout.template.to_plotly_json()
+    )
+    assert written["layout"]["template"]["layout"]["plot_bgcolor"] == "white"
+    written["layout"]["template"]["layout"]["plot_bgcolor"] = "black"  # a copy, each time
+    assert figure_json(plot.figure)["layout"]["template"]["layout"]["plot_bgcolor"] == "white"
