@@ -105,13 +105,13 @@ def _quick_child_exits() -> None:
 def _compile_diag_bytecode() -> None:
     """Write diag's bytecode (`__pycache__`) before the tests start their processes.
 
-    With PYTHONDONTWRITEBYTECODE set (this machine and CI set it), Python never caches diag's
-    modules, so each of the suite's ~800 processes (launchers, programs with diag's collectors,
-    diag's commands) compiled what it imported of diag from source again: measured side by side
-    in a clean clone, 8 alternating runs each, `diag analyze` took 0.38 s of CPU without the
-    cache and 0.24 s with it, a recorded one-function program 5.33 s and 5.14 s (medians).
-    The variable stops writing, not reading. compileall rewrites only what changed; a
-    read-only checkout just goes without."""
+    With PYTHONDONTWRITEBYTECODE set (this machine's environment sets it), Python never caches
+    diag's modules, so each of the suite's ~800 processes (launchers, programs with diag's
+    collectors, diag's commands) compiled what it imported of diag from source again. Measured
+    side by side in a clean clone, 8 alternating runs each: `diag analyze` took 0.38 s of CPU
+    without the cache and 0.24 s with it, a recorded one-function program 5.33 s and 5.14 s
+    (medians). The variable stops writing, not reading. compileall rewrites only what
+    changed; a read-only checkout just goes without."""
     import compileall
 
     try:
