@@ -103,7 +103,8 @@ def _quick_child_exits() -> None:
 
 
 def _compile_diag_bytecode() -> None:
-    """Write diag's bytecode (`__pycache__`) before the tests start their processes.
+    """Write diag's bytecode (`__pycache__`, every folder pyproject maps into the diag package)
+    before the tests start their processes.
 
     With PYTHONDONTWRITEBYTECODE set (this machine's environment sets it), Python never caches
     diag's modules, so each of the suite's ~800 processes (launchers, programs with diag's
@@ -113,11 +114,16 @@ def _compile_diag_bytecode() -> None:
     (medians). The variable stops writing, not reading. compileall rewrites only what
     changed; a read-only checkout just goes without."""
     import compileall
+    import tomllib
 
-    try:
-        compileall.compile_dir(Path(__file__).parents[1] / "diag", quiet=2)
-    except OSError:
-        pass
+    root = Path(__file__).parents[1]
+    with open(root / "pyproject.toml", "rb") as f:
+        folders = set(tomllib.load(f)["tool"]["setuptools"]["package-dir"].values())
+    for folder in sorted(folders):  # diag/, and collectors/, analyzers/... installed under diag.
+        try:
+            compileall.compile_dir(root / folder, quiet=2)
+        except OSError:
+            pass
 
 
 _SAVED_PYTHONPATH = pytest.StashKey[str]()
