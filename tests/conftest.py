@@ -109,10 +109,10 @@ def _compile_diag_bytecode() -> None:
     With PYTHONDONTWRITEBYTECODE set (this machine's environment sets it), Python never caches
     diag's modules, so each of the suite's ~800 processes (launchers, programs with diag's
     collectors, diag's commands) compiled what it imported of diag from source again. Measured
-    side by side in a clean clone, 8 alternating runs each: `diag analyze` took 0.38 s of CPU
-    without the cache and 0.24 s with it, a recorded one-function program 5.33 s and 5.14 s
-    (medians). The variable stops writing, not reading. compileall rewrites only what
-    changed; a read-only checkout just goes without."""
+    side by side, 6 alternating runs each (medians of CPU): a recorded one-function aot_eager
+    program 4.44 s without the cache and 3.92 s with it, `diag analyze` 0.40 s and 0.21 s
+    (docs/BENCHMARKS.md, "The test suite"). The variable stops writing, not reading.
+    compileall rewrites only what changed; a read-only checkout just goes without."""
     import compileall
     import tomllib
 

@@ -12,6 +12,8 @@ import base64
 import hashlib
 from dataclasses import dataclass, field
 
+import plotly.io as pio  # type: ignore[import-untyped]
+
 from diag.report.escape import html_text
 from diag.report.plot import Plot, figure_json
 
@@ -120,8 +122,6 @@ def _section(section: Section, scripts: list[str]) -> str:
 def _figure_html(section: Section, scripts: list[str]) -> str:
     """The figure's div and its own inline script (recorded, for the page's hash allowlist)."""
     assert section.plot is not None
-    import plotly.io as pio  # type: ignore[import-untyped]
-
     # plotly writes the figure JSON with <, > and / as \\u escapes, so no string in it can end
     # the <script> element. The figure was validated as it was built: written as it is.
     markup: str = pio.to_html(
