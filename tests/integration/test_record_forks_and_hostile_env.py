@@ -76,7 +76,7 @@ for worker in range(2):
                 for _ in range(2):
                     with diag.step():
                         f(torch.ones(6 + worker))
-        print(f"worker {worker} served", flush=True)
+        os.write(1, f"worker {worker} served\\n".encode())  # one write: the workers run at once
         os._exit(11) if worker else sys.exit(10)
     children.append(pid)
 codes = sorted(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children)
