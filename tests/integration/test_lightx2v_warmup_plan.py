@@ -22,7 +22,6 @@ and `lightx2v.log`, LightX2V's warmup and step lines with torch's recompile log.
 from __future__ import annotations
 
 import re
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -31,6 +30,7 @@ from diag.trace.load import load_trace
 from diag.trace.run import RunData, Trace
 from diag.warmup.forms import render
 from diag.warmup.plan import GENERALISE, SPECIALISE, plan_warmup
+from tests.archives import unpack
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "lightx2v"
 NAMES = ("server", "server-replay-8x12-12x8", "server-replay", "infer", "infer-replay")
@@ -49,8 +49,7 @@ def _tokens(expected: int, actual: int) -> str:
 def unpacked(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("lightx2v")
     for name in NAMES:
-        with tarfile.open(DATA / f"{name}.tar.gz") as archive:
-            archive.extractall(folder, filter="data")
+        unpack(DATA / f"{name}.tar.gz", folder)
     return folder
 
 

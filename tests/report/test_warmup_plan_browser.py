@@ -6,7 +6,6 @@ planted name shows as text and runs nothing."""
 
 from __future__ import annotations
 
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ import pytest
 from diag.findings.analysis import analyze
 from diag.report.build import build_report, write_report
 from diag.trace.load import load_trace
+from tests.archives import unpack
 from tests.report.browser import chromium_path, open_page
 
 pytestmark = pytest.mark.skipif(
@@ -26,8 +26,7 @@ READY = "document.querySelector('table.warmup-plan') !== null"
 
 
 def test_warmup_section_shows_coverage_and_plan(tmp_path: Path) -> None:
-    with tarfile.open(DATA) as archive:
-        archive.extractall(tmp_path, filter="data")
+    unpack(DATA, tmp_path)
     trace_dir = tmp_path / PLANTED.replace("/", "_")
     (tmp_path / "server").rename(trace_dir)
     trace = load_trace(trace_dir)

@@ -6,13 +6,13 @@ warmed) and with a trace path that holds Textual markup, which shows literally."
 
 from __future__ import annotations
 
-import tarfile
 from pathlib import Path
 
 from textual.pilot import Pilot
 
 from diag.tui.app import DiagApp
 from diag.tui.table_view import TableView
+from tests.archives import unpack
 
 from .support import drive, screen_text
 
@@ -21,8 +21,7 @@ MARKUP = "[bold red]srv"
 
 
 def _unpack(folder: Path) -> Path:
-    with tarfile.open(DATA) as archive:
-        archive.extractall(folder, filter="data")
+    unpack(DATA, folder)
     trace = folder / MARKUP
     (folder / "server").rename(trace)
     return trace
