@@ -138,9 +138,10 @@ def generate(height, width, steps=2):
 for height, width in [(4, 4), (6, 4), (4, 4), (4, 4)]:
     print("request", height, width, round(float(generate(height, width).double().sum()), 4))
 # The same shape again after a pause, with no scheduler: two calls. A pause starts a request
-# when it is over 1 s and over ten times the median step (collectors/adapters/inferred.py): 2 s
-# is twice the floor, and this model's steps take milliseconds.
-time.sleep(2)
+# when it is over 1 s and over ten times the median step (collectors/adapters/inferred.py): a
+# sleep never returns early, and this model's steps take milliseconds (ten times one is far
+# under the floor even on a loaded machine). The file runs this program 12 times.
+time.sleep(1.25)
 with torch.no_grad():
     x = torch.randn(1, 8, 4, 4, generator=torch.Generator().manual_seed(1))
     for t in (900.0, 500.0):
