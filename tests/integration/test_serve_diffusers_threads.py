@@ -200,6 +200,17 @@ def _check(trace: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _raced(record: dict[str, Any]) -> bool:
+    """torch raced in this run: a call whose guards failed while another thread compiled, and
+    passed when torch checked them again, recompiled (`Unexpected recompilation`;
+    tests/data/threads/README.md, and tests/analyzers/test_unexpected_recompile.py for what
+    diag says of it). Which calls, if any, depends on timing, with diag or without: seen in 4
+    of 15 runs of this program with two transformer layers and in none of 12 with one. The
+    compiles the program plans (warmup's two, then the new width's) come first either way."""
+    reasons = [r for entry in record["guard_failures"] for r in entry]
+    return any("Unexpected recompilation" in r for r in reasons)
+
+
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return _run(tmp_path_factory.mktemp("pipe-threads"), plant=True, plain=True)
@@ -215,7 +226,11 @@ def test_the_outputs_are_byte_identical_with_and_without_diag(planted: dict[str,
     def placed(record: dict[str, Any]) -> list[dict[str, Any]]:
         return [{k: v for k, v in c.items() if k != "ident"} for c in record["compiles"]]
 
-    assert placed(planted["record"]) == placed(planted["plain_record"])
+    recorded, plain = placed(planted["record"]), placed(planted["plain_record"])
+    if _raced(planted["record"]) or _raced(planted["plain_record"]):
+        assert recorded[:3] == plain[:3]
+    else:
+        assert recorded == plain
 
 
 def test_the_live_compile_is_placed_in_the_request_step_and_thread_torch_saw(
@@ -228,7 +243,9 @@ def test_the_live_compile_is_placed_in_the_request_step_and_thread_torch_saw(
         ("0/0", "warmup-1"),
         ("0/1", "warmup-2"),
     ]
-    (live,) = [c for c in record["compiles"] if c["request"].startswith("live")]
+    lives = [c for c in record["compiles"] if c["request"].startswith("live")]
+    assert len(lives) == 1 or _raced(record), lives
+    live = lives[0]
     assert (live["request"], live["step"]) == ("live-2", 0)
     assert live["thread"].startswith("pipe-worker")
     served = {s["request"]: s for s in record["served"]}
