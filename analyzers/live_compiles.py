@@ -24,8 +24,11 @@ from diag.evidence.causes import (
     cause_guard,
     cause_line,
     cause_short,
+    concurrent_compiles,
     recompile_cause,
     recompile_claim,
+    unexplained_by_torch,
+    unexplained_guard,
 )
 from diag.evidence.change import change_fix
 from diag.evidence.claims import claim
@@ -256,6 +259,7 @@ def _live_finding(
                 cause,
                 coverage is not None and coverage.covered,
                 static_shapes(run, first.pid, first.frame, first.t),
+                _beside(run, compiles, cause),
             )
         )
         + (
@@ -405,7 +409,43 @@ def _compile_line(run: RunData, item: Compile, running: bool = False) -> str:
     cause = recompile_cause(run, item)
     if cause is None:
         return line + " (first compile of the frame: no cache entry to fail)"
-    return f"{line}; {cause_line(cause)}"
+    line = f"{line}; {cause_line(cause)}"
+    if unexplained_by_torch(cause):
+        line += "; " + _unexpected_words(run, concurrent_compiles(run, item))
+    return line
+
+
+def _beside(run: RunData, compiles: list[Compile], cause: RecompileCause | None) -> list[Compile]:
+    """The compiles other threads ran while the recompile whose cause the finding names started
+    (only for torch's `Unexpected recompilation`, where they are the evidence there is)."""
+    if not unexplained_by_torch(cause):
+        return []
+    item = next((c for c in compiles if recompile_cause(run, c) is cause), None)
+    return concurrent_compiles(run, item) if item is not None else []
+
+
+def _compile_place(run: RunData, item: Compile) -> str:
+    where = f"step {item.step}" if item.step is not None else "outside a step"
+    if item.request_id is None:
+        return where
+    return f"{item.phase} request {request_name(run, item.pid, item.request_id)} {where}"
+
+
+def _unexpected_words(run: RunData, beside: list[Compile]) -> str:
+    """torch's `Unexpected recompilation`, said in the run's terms."""
+    text = (
+        "torch checked the call's guards again to say why, and they passed: the call fit an "
+        "entry, and something changed between the two checks"
+    )
+    if not beside:
+        return text + " (no other thread was compiling then)"
+    other = beside[0]
+    place = _compile_place(run, other)
+    thread = "" if f"thread {other.thread}" in place else f", thread {other.thread}"
+    return (
+        f"{text}; during this call's step, another thread was compiling: {other.compile_id} "
+        f"({place}{thread})"
+    )
 
 
 def _guard_meaning(guard: Guard | None, frame: str) -> list[str]:
@@ -438,9 +478,13 @@ def _fix(
     cause: RecompileCause | None = None,
     shape_warmed: bool = False,
     static: str | None = None,
+    beside: list[Compile] | None = None,
 ) -> str:
     """`static`: what the trace shows keeps the frame's sizes static (common.static_shapes):
-    there a second value warmed up makes nothing dynamic."""
+    there a second value warmed up makes nothing dynamic. `beside`: the compiles other threads
+    ran when a recompile torch could not explain started."""
+    if unexplained_guard(newest):
+        return _unexpected_fix(beside or [])
     changed = change_fix(cause, frame, shape_warmed) if cause is not None else None
     if changed is not None:
         return changed
@@ -493,6 +537,28 @@ def _fix(
     return (
         "Warm up every variant live traffic uses (shapes, dtypes, devices, passes), or make the "
         "varying input dynamic; for Python-value guards see guard-churn."
+    )
+
+
+def _unexpected_fix(beside: list[Compile]) -> str:
+    """No warmup covers a call that fit an entry; the one fix seen to work is taking the other
+    thread's compile out of live traffic (the same threaded server, its live compile warmed up,
+    had no such recompile in diag's runs)."""
+    head = (
+        "No warmup covers this recompile: the call fit an entry (torch's guards passed when it "
+        "checked them again)."
+    )
+    if not beside:
+        return (
+            f"{head} Nothing in the record says what changed between the two checks, and diag "
+            "knows no fix for it; torch asks for a bug report with a minimal repro."
+        )
+    other = beside[0]
+    return (
+        f"{head} It ran while thread {other.thread} was compiling {other.compile_id}, and a "
+        "compile in one thread changes state that the guards of calls in other threads read. "
+        f"Take {other.compile_id} out of live traffic (its own finding says how): with nothing "
+        "compiling while requests run, the same threaded server had no such recompile."
     )
 
 

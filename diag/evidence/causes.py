@@ -75,6 +75,7 @@ from diag.evidence.cause_model import (
 from diag.evidence.cause_model import (
     TensorTable as TensorTable,
 )
+from diag.trace.guards import guard_check
 from diag.trace.numerals import parse_int
 from diag.trace.run import Compile, Guard, RunData
 
@@ -109,6 +110,56 @@ def program_change(
     )
     call = tables.get((item.pid, item.epoch, item.compile_id))
     return describe_change(run, item, cause, entry, call)
+
+
+#: torch's guard-failure kind when a call's guards failed at run time and passed when torch
+#: checked them again to report why (diag.trace.guard_vocabulary: "torch could not say which
+#: guard failed"): the call fit an entry, and something changed between the two checks.
+UNEXPECTED = "unexpected"
+
+
+def unexplained_guard(guard: Guard | None) -> bool:
+    """torch's `Unexpected recompilation`: a failure that names no guard."""
+    return guard is not None and guard_check(guard.raw) == UNEXPECTED
+
+
+def unexplained_by_torch(cause: RecompileCause | None) -> bool:
+    """The recompile's cause is torch's `Unexpected recompilation`: no failing guard named."""
+    return cause is not None and unexplained_guard(cause.guard)
+
+
+def concurrent_compiles(run: RunData, item: Compile) -> list[Compile]:
+    """The compiles another thread of the same process ran while `item`'s step was under way,
+    before `item` began: the call that recompiled checked its guards in that span. A compile
+    changes state that the guards of calls in other threads read, and such a call's guards can
+    fail and then pass again when torch checks them for the reason (its `Unexpected
+    recompilation`). Seen in a pipeline served from two threads: a request at a new width
+    compiled while the other request ran, whose call then waited for that compile (Dynamo
+    compiles one frame at a time) and recompiled 8 ms after it ended (tests/data/threads)."""
+    if item.start_t is None or item.thread is None:
+        return []
+    since = _step_start(run, item) or item.start_t
+    return [
+        other
+        for other in run.compiles
+        if other is not item
+        and other.pid == item.pid
+        and other.epoch == item.epoch
+        and other.thread is not None
+        and other.thread != item.thread
+        and other.start_t is not None
+        and other.start_t <= item.start_t
+        and other.t >= since
+    ]
+
+
+def _step_start(run: RunData, item: Compile) -> int | None:
+    if item.request_id is None or item.step is None:
+        return None
+    for request in run.requests:
+        if request.pid == item.pid and request.request_id == item.request_id:
+            return next((s.start_t for s in request.steps if s.index == item.step), None)
+    return None
 
 
 def cause_guard(run: RunData, item: Compile) -> Guard | None:

@@ -825,8 +825,10 @@ VOCABULARY: tuple[GuardCheck, ...] = (
         "unknown",
         "torch could not say which guard failed",
         (),
-        "The runtime guards failed but passed again when torch looked for the reason; torch "
-        "asks for a bug report.",
+        "The runtime guards failed but passed again when torch looked for the reason: the call "
+        "fit an entry, and something changed between the two checks; torch asks for a bug "
+        "report. Seen in a pipeline served from two threads, when another thread compiled "
+        "during the call's step: live-compile then names that compile.",
         (),
         (
             "0/0: Unexpected recompilation: runtime guards failed even though they passed "
