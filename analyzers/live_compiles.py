@@ -29,6 +29,7 @@ from diag.evidence.causes import (
     recompile_claim,
     unexplained_by_torch,
     unexplained_guard,
+    unexplained_line,
 )
 from diag.evidence.change import change_fix
 from diag.evidence.claims import claim
@@ -410,9 +411,8 @@ def _compile_line(run: RunData, item: Compile, running: bool = False) -> str:
     if cause is None:
         return line + " (first compile of the frame: no cache entry to fail)"
     line = f"{line}; {cause_line(cause)}"
-    if unexplained_by_torch(cause):
-        line += "; " + _unexpected_words(run, concurrent_compiles(run, item))
-    return line
+    unexplained = unexplained_line(run, item)
+    return f"{line}; {unexplained}" if unexplained else line
 
 
 def _beside(run: RunData, compiles: list[Compile], cause: RecompileCause | None) -> list[Compile]:
@@ -422,30 +422,6 @@ def _beside(run: RunData, compiles: list[Compile], cause: RecompileCause | None)
         return []
     item = next((c for c in compiles if recompile_cause(run, c) is cause), None)
     return concurrent_compiles(run, item) if item is not None else []
-
-
-def _compile_place(run: RunData, item: Compile) -> str:
-    where = f"step {item.step}" if item.step is not None else "outside a step"
-    if item.request_id is None:
-        return where
-    return f"{item.phase} request {request_name(run, item.pid, item.request_id)} {where}"
-
-
-def _unexpected_words(run: RunData, beside: list[Compile]) -> str:
-    """torch's `Unexpected recompilation`, said in the run's terms."""
-    text = (
-        "torch checked the call's guards again to say why, and they passed: the call fit an "
-        "entry, and something changed between the two checks"
-    )
-    if not beside:
-        return text + " (no other thread was compiling then)"
-    other = beside[0]
-    place = _compile_place(run, other)
-    thread = "" if f"thread {other.thread}" in place else f", thread {other.thread}"
-    return (
-        f"{text}; during this call's step, another thread was compiling: {other.compile_id} "
-        f"({place}{thread})"
-    )
 
 
 def _guard_meaning(guard: Guard | None, frame: str) -> list[str]:

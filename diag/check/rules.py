@@ -29,7 +29,7 @@ from diag.check.text import (
 )
 from diag.check.verdict import FAIL, Allowed, RuleResult, Violation, merge_rank_violations
 from diag.errors import EXIT_INTERNAL, DiagError
-from diag.evidence.causes import cause_guard, cause_short, recompile_cause
+from diag.evidence.causes import cause_guard, cause_short, recompile_cause, unexplained_line
 from diag.evidence.frames import label as frame_label
 from diag.evidence.request_names import request_name
 from diag.evidence.status import bootstrap_errors, teardown_notice, truncated_notice
@@ -304,7 +304,8 @@ def _compile_line(run: RunData, item: Compile) -> str:
     older = len(item.guards) - 1
     if older:
         line += f" ({older} other cache entr{'y' if older == 1 else 'ies'} rejected the call too)"
-    return line
+    unexplained = unexplained_line(run, item)
+    return f"{line}; {unexplained}" if unexplained else line
 
 
 # --- cache-entries ------------------------------------------------------------------------------

@@ -75,6 +75,7 @@ from diag.evidence.cause_model import (
 from diag.evidence.cause_model import (
     TensorTable as TensorTable,
 )
+from diag.evidence.request_names import request_name
 from diag.trace.guards import guard_check
 from diag.trace.numerals import parse_int
 from diag.trace.run import Compile, Guard, RunData
@@ -151,6 +152,35 @@ def concurrent_compiles(run: RunData, item: Compile) -> list[Compile]:
         and other.start_t <= item.start_t
         and other.t >= since
     ]
+
+
+def unexplained_line(run: RunData, item: Compile) -> str | None:
+    """For a recompile torch could not explain, what its text means in the run's terms and the
+    compile another thread ran during the call's step; None for any other compile. One wording
+    for live-compile's evidence and `check`'s."""
+    if not unexplained_by_torch(recompile_cause(run, item)):
+        return None
+    text = (
+        "torch checked the call's guards again to say why, and they passed: the call fit an "
+        "entry, and something changed between the two checks"
+    )
+    beside = concurrent_compiles(run, item)
+    if not beside:
+        return text + " (no other thread was compiling then)"
+    other = beside[0]
+    place = _compile_place(run, other)
+    thread = "" if f"thread {other.thread}" in place else f", thread {other.thread}"
+    return (
+        f"{text}; during this call's step, another thread was compiling: {other.compile_id} "
+        f"({place}{thread})"
+    )
+
+
+def _compile_place(run: RunData, item: Compile) -> str:
+    where = f"step {item.step}" if item.step is not None else "outside a step"
+    if item.request_id is None:
+        return where
+    return f"{item.phase} request {request_name(run, item.pid, item.request_id)} {where}"
 
 
 def _step_start(run: RunData, item: Compile) -> int | None:

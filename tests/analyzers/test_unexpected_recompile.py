@@ -18,6 +18,9 @@ from typing import Any
 
 import pytest
 
+from diag.check import run_check
+from diag.check.policy import Policy
+from diag.check.render import verdict_text
 from diag.findings.analysis import analyze
 from diag.findings.model import Finding
 from diag.trace.load import load_trace
@@ -28,12 +31,16 @@ UNEXPECTED = "Unexpected recompilation: runtime guards failed even though they p
 
 
 @pytest.fixture(scope="module")
-def race(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], list[Finding]]:
+def folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("race")
     unpack(DATA, folder)
-    recorded = folder / "pipeline-race"
-    torch_record = json.loads((recorded / "torch.json").read_text(encoding="utf-8"))
-    return torch_record, analyze(load_trace(recorded / "trace"))
+    return folder / "pipeline-race"
+
+
+@pytest.fixture(scope="module")
+def race(folder: Path) -> tuple[dict[str, Any], list[Finding]]:
+    torch_record = json.loads((folder / "torch.json").read_text(encoding="utf-8"))
+    return torch_record, analyze(load_trace(folder / "trace"))
 
 
 def test_torchs_record_holds_the_race(race: tuple[dict[str, Any], list[Finding]]) -> None:
@@ -86,3 +93,12 @@ def test_the_width_compile_keeps_its_own_cause_and_fix(
         "another thread was compiling: 0/3 (live request r4 (thread pipe-worker_0) step 2)" in line
     )
     assert not [f for f in findings if "Warm up every variant" in f.fix]
+
+
+def test_check_words_it_the_same_way(folder: Path) -> None:
+    text = verdict_text(run_check(folder / "trace", Policy()))
+    (line,) = [line for line in text.splitlines() if "compile 0/3" in line]
+    assert "the call fit an entry" in line
+    assert (
+        "another thread was compiling: 0/2 (live request r3 (thread pipe-worker_1) step 0)" in line
+    )

@@ -278,7 +278,9 @@ def test_the_live_compile_is_placed_in_the_request_step_and_thread_torch_saw(
     checked = _check(trace)
     assert checked.returncode == 1, checked.stdout
     assert "FAIL live-compile" in checked.stdout
-    assert f"{placed['request_id']} (thread {live['thread']}) step 0" in checked.stdout
+    where = f"{placed['request_id']} (thread {live['thread']}) step"
+    # When torch raced, the same request recompiled again: "steps 0 and 2".
+    assert f"{where} 0" in checked.stdout or (_raced(record) and f"{where}s 0" in checked.stdout)
     assert "4 live request(s), 12 live step(s)" in checked.stdout
     # The guard torch named for it is the one diag quotes.
     failed = [r for reasons in record["guard_failures"] for r in reasons]
