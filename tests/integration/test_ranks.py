@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from diag.analyzers import get_analyzer
+from diag.errors import DiagError
 from diag.fixtures.cli import main
 from diag.fixtures.config import ConfigError, FixtureConfig
 from diag.fixtures.distributed import (
@@ -35,6 +36,7 @@ from diag.fixtures.ground_truth import BLOCK_FRAME, expectation
 from diag.record.summary import summarize_run
 from diag.trace.load import load_trace
 from diag.trace.run import Trace
+from tests.archives import unpack
 
 from .support import PYTHON, diag_record
 
@@ -54,6 +56,8 @@ SERVICE = (
     "-q",
 )
 BLOCK = BLOCK_FRAME["wan"]
+#: A real recording of the teardown abort `_record` records again after (its README says more).
+TEARDOWN_ABORT = Path(__file__).parents[1] / "data" / "ranks" / "teardown-abort.tar.gz"
 
 
 @dataclass
@@ -76,12 +80,15 @@ def _died_after_diag(trace_dir: Path) -> bool:
 
     A rank of this gloo service aborted (SIGABRT) once in CI after both ranks had written
     process_end; 26 recordings here beside CPU and disk hogs did not repeat it, and its stderr
-    was cut off. Once every rank's process_end is written, diag's session there has ended.
+    was cut off. A clean clone's suite here hit it again on 2026-12-07 (`terminate called
+    without an active exception` in rank 1: tests/data/ranks/teardown-abort.tar.gz). Once every
+    rank's process_end is written, diag's session there has ended.
     """
     try:
-        ranks = [p for p in load_trace(trace_dir).processes if p.rank is not None]
-    except Exception:  # noqa: BLE001 - an unreadable trace is a failure, reported by the caller
+        trace = load_trace(trace_dir)
+    except DiagError:  # an unreadable trace is a failure, reported by the caller
         return False
+    ranks = [p for run in trace.subject_runs for p in run.processes if p.rank is not None]
     return len(ranks) == 2 and all(p.ended for p in ranks)
 
 
@@ -257,6 +264,22 @@ def test_the_plant_without_torchrun_is_a_usage_error(
         "diag.fixtures: error: --plant rank-recompile needs several ranks: run it under "
         "torchrun --nproc_per_node 2 -m diag.fixtures ..."
     ]
+
+
+def test_only_a_rank_that_died_after_diags_end_is_recorded_again(tmp_path: Path) -> None:
+    """The real abort (both ranks wrote process_end, then rank 1 got SIGABRT) is the case
+    `_record` retries. Cut rank 1's process_end from it (what a rank killed before its end
+    leaves; made by hand, since a real run cannot be made to die there on demand) and it is
+    not; nor is a folder that is no trace."""
+    unpack(TEARDOWN_ABORT, tmp_path)
+    trace = tmp_path / "teardown-abort" / "trace"
+    assert json.loads((trace / "manifest.json").read_text())["status"] == "crashed"
+    assert _died_after_diag(trace)
+    (events,) = (trace / "runs" / "compiled").glob("rank1-*/events.jsonl")
+    lines = events.read_text(encoding="utf-8").splitlines(keepends=True)
+    events.write_text("".join(x for x in lines if '"ev":"process_end"' not in x), encoding="utf-8")
+    assert not _died_after_diag(trace)
+    assert not _died_after_diag(tmp_path / "no-trace")
 
 
 def test_rank_placement() -> None:
